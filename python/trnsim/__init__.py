@@ -1,0 +1,35 @@
+"""trnsim: a simulator of a Trainium-class accelerator."""
+
+import os
+from pathlib import Path
+
+
+def _installed_chip_config_dir() -> Path | None:
+    """The chip presets shipped in the package (trnsim/configs/chips), if any."""
+    for package_dir in __path__:
+        candidate = Path(package_dir) / "configs" / "chips"
+        if candidate.is_dir():
+            return candidate
+    return None
+
+
+# The C++ core finds chip presets through $TRNSIM_CONFIG_DIR; default it to the packaged ones.
+if "TRNSIM_CONFIG_DIR" not in os.environ:
+    _chip_config_dir = _installed_chip_config_dir()
+    if _chip_config_dir is not None:
+        os.environ["TRNSIM_CONFIG_DIR"] = str(_chip_config_dir)
+
+from trnsim import _core  # noqa: E402  (needs TRNSIM_CONFIG_DIR set first)
+
+__version__ = _core.version()
+
+
+def _autoload() -> None:
+    """Entry point of PyTorch's device-backend autoloading (group "torch.backends").
+
+    Registers the "neuron" device when torch is imported. TRNSIM_AUTOLOAD=0 turns
+    this off; `import trnsim.neuron` then registers it explicitly.
+    """
+    if os.environ.get("TRNSIM_AUTOLOAD", "1") == "0":
+        return
+    import trnsim.neuron  # noqa: F401  (registration happens on import)
