@@ -90,6 +90,7 @@ struct ChipConfig {
     HbmConfig hbm;
     LinkConfig link;
     double sem_latency_ns = 0;           // cross-engine semaphore propagation
+    double launch_overhead_ns = 0;       // NEFF launch + teardown around one kernel (in measured latencies)
     std::map<std::string, std::string> sources;  // field -> "which published source this number follows"
 
     // Derived figures (one physical NeuronCore unless said otherwise).

@@ -94,6 +94,9 @@ struct AccessPattern {
     MemSpace space = MemSpace::SBUF;
     DType dtype = DType::f32;
     uint8_t ndim = 1;
+    // HBM only: 0 = 'offset' is an absolute address; k >= 1 = 'offset' is relative to the
+    // base address of launch argument k-1 (relocatable programs, cached per shape).
+    uint8_t arg = 0;
     uint16_t start_partition = 0;
     uint16_t partitions = 1;
     uint64_t offset = 0;
@@ -185,7 +188,13 @@ struct Program {
     std::vector<Instruction> instrs;
     std::vector<std::string> tag_names;   // optional names for Instruction::tag values
     bool prevalidated = false;            // set by KernelBuilder::finish(): run() skips validate()
+    // Launch arguments (see AccessPattern::arg): bytes each one must provide from its base.
+    std::vector<uint64_t> arg_extent;
+    size_t num_args() const { return arg_extent.size(); }
 };
+
+// Fills prog.arg_extent from the program's HBM operands that use arguments.
+void compute_arg_extents(Program& prog);
 
 std::string disassemble(const Instruction& ins);
 std::string disassemble(const Program& prog);

@@ -1,4 +1,5 @@
 // AccessPattern geometry and builders.
+#include <algorithm>
 #include <sstream>
 
 #include "trnsim/isa.h"
@@ -69,9 +70,31 @@ AccessPattern hbm_matrix_ap(uint64_t addr, DType dt, uint32_t rows, uint32_t col
     return ap;
 }
 
+void compute_arg_extents(Program& prog) {
+    prog.arg_extent.clear();
+    auto visit = [&](const AccessPattern& ap) {
+        if (ap.space != MemSpace::HBM || ap.arg == 0 || ap.elems() == 0) return;
+        int64_t hi = 0;
+        for (int k = 0; k < ap.ndim; ++k)
+            if (ap.stride[k] > 0) hi += ap.stride[k] * (static_cast<int64_t>(ap.size[k]) - 1);
+        if (ap.partition_stride > 0) hi += ap.partition_stride * (static_cast<int64_t>(ap.partitions) - 1);
+        uint64_t end = ap.offset + static_cast<uint64_t>(hi + 1) * dtype_size(ap.dtype);
+        if (prog.arg_extent.size() < ap.arg) prog.arg_extent.resize(ap.arg, 0);
+        prog.arg_extent[ap.arg - 1] = std::max(prog.arg_extent[ap.arg - 1], end);
+    };
+    for (const Instruction& ins : prog.instrs) {
+        visit(ins.dst);
+        visit(ins.src0);
+        visit(ins.src1);
+        visit(ins.src2);
+        visit(ins.acc);
+    }
+}
+
 std::string format_ap(const AccessPattern& ap) {
     std::ostringstream os;
     os << mem_space_name(ap.space) << "." << dtype_name(ap.dtype);
+    if (ap.space == MemSpace::HBM && ap.arg) os << "@arg" << int(ap.arg - 1);
     if (ap.space == MemSpace::HBM) {
         os << "[0x" << std::hex << ap.offset << std::dec << "; " << ap.partitions << ":" << ap.partition_stride;
     } else {

@@ -108,6 +108,7 @@ const std::vector<Field>& field_table() {
         TRNSIM_FIELD("link.neuronlink_gbps", NonNegativeReal, c.link.neuronlink_gbps);
         TRNSIM_FIELD("link.topology", Text, c.link.topology);
         TRNSIM_FIELD("sem_latency_ns", NonNegativeReal, c.sem_latency_ns);
+        TRNSIM_FIELD("launch_overhead_ns", NonNegativeReal, c.launch_overhead_ns);
 #undef TRNSIM_FIELD
         return f;
     }();

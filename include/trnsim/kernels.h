@@ -1,0 +1,52 @@
+// The kernel library: programs for whole operations, written against
+// KernelBuilder. Eager PyTorch ops, the compiler and the benchmarks all build
+// their programs from these functions.
+#pragma once
+#include <cstdint>
+
+#include "trnsim/kernel.h"
+
+namespace trnsim {
+
+// Optional epilogue operand of a matmul: C = alpha * (A @ B) + beta * D, with D
+// read through arbitrary strides (0 broadcasts, e.g. a bias row for every output row).
+struct MatmulAddend {
+    bool present = false;
+    uint64_t addr = 0;                  // HBM byte address (offset within argument 'arg' when arg != 0)
+    uint8_t arg = 0;                    // launch argument (AccessPattern::arg), 0 = absolute
+    DType dtype = DType::f32;
+    int64_t row_stride = 0, col_stride = 1, batch_stride = 0;   // elements, over C's [batch, M, N]
+    float beta = 1.0f;
+};
+
+// C[M,N] = A[M,K] @ B[K,N] for each of 'batch' problems; all in HBM.
+// Each operand is a matrix of stored rows: ld* = elements between stored rows
+// (0 = dense), *_col_stride = elements between neighbours within a stored row.
+struct MatmulArgs {
+    uint64_t a = 0, b = 0, c = 0;      // HBM byte addresses (offsets within the arguments below)
+    uint8_t a_arg = 0, b_arg = 0, c_arg = 0;   // launch arguments (AccessPattern::arg), 0 = absolute
+    uint32_t M = 0, K = 0, N = 0;
+    DType a_dtype = DType::bf16, b_dtype = DType::bf16, c_dtype = DType::bf16;
+    // A is stored transposed ([K,M], "lhsT" as NKI kernels take it) instead of [M,K].
+    bool a_transposed = false;
+    // B is stored transposed ([N,K], like a Linear layer's weight) instead of [K,N].
+    bool b_transposed = false;
+    int64_t lda = 0, ldb = 0, ldc = 0;  // elements; 0 = dense
+    int64_t a_col_stride = 1, b_col_stride = 1, c_col_stride = 1;
+    bool accumulate = false;            // C += A @ B (C read as well)
+    // Batched problems: problem i uses a + i*a_batch_stride (elements) etc.; a stride of 0
+    // broadcasts that operand over the batch.
+    uint32_t batch = 1;
+    int64_t a_batch_stride = 0, b_batch_stride = 0, c_batch_stride = 0;
+    float alpha = 1.0f;                 // scales A @ B (before the addend and 'accumulate')
+    MatmulAddend addend;
+};
+
+// Blocked, double-buffered matmul: panels of A^T and B are loaded into SBUF in
+// the order the TensorE needs them, K accumulates in PSUM (and in an fp32 SBUF
+// accumulator across K blocks when K does not fit), results are evacuated by
+// the Vector/Scalar engines and stored while the next tiles compute. A [M,K]
+// and B [N,K] operands are transposed on the TensorE.
+void build_matmul(KernelBuilder& kb, const MatmulArgs& args);
+
+}  // namespace trnsim

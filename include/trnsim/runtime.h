@@ -1,0 +1,85 @@
+// The runtime: what a host framework (the PyTorch backend, benchmarks, the
+// compiler's executor) uses to drive simulated NeuronCores.
+//
+//   Device        one NeuronCore as a framework device: HBM allocation,
+//                 host<->device copies, program launch, device time, recording.
+//   HbmAllocator  first-fit allocator of device addresses with exact accounting.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "trnsim/chip.h"
+#include "trnsim/sim.h"
+
+namespace trnsim {
+
+// Simulated HBM exhausted. The message is complete and user-facing.
+struct OutOfMemory : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+
+// First-fit, address-ordered allocator over [0, capacity) with 512-byte
+// alignment. Never touches memory. Exact statistics.
+class HbmAllocator {
+public:
+    explicit HbmAllocator(uint64_t capacity, uint64_t alignment = 512);
+    uint64_t allocate(uint64_t bytes);        // throws OutOfMemory
+    void release(uint64_t addr);              // throws std::invalid_argument for unknown addresses
+    uint64_t capacity() const { return capacity_; }
+    uint64_t in_use() const { return in_use_; }
+    uint64_t peak() const { return peak_; }
+    void reset_peak() { peak_ = in_use_; }
+    uint64_t largest_free_block() const;
+    size_t live_allocations() const { return live_.size(); }
+
+private:
+    uint64_t capacity_, alignment_, in_use_ = 0, peak_ = 0;
+    std::map<uint64_t, uint64_t> free_;       // addr -> size
+    std::map<uint64_t, uint64_t> live_;       // addr -> size
+};
+
+// One simulated NeuronCore as a framework device.
+class Device {
+public:
+    Device(const ChipConfig& chip, int index, ExecMode mode);
+
+    int index() const { return index_; }
+    const ChipConfig& chip() const { return core_.chip(); }
+    ExecMode mode() const { return core_.mode(); }
+    NeuronCore& core() { return core_; }
+    HbmAllocator& allocator() { return alloc_; }
+
+    // Host address of device address 'addr' (valid, untouchable in timing-only mode).
+    void* host_ptr(uint64_t addr) { return core_.memory().hbm_base() + addr; }
+    uint64_t device_addr(const void* host_ptr) const;
+
+    // Host<->device transfers: functional copy plus device time for the DMA.
+    void copy_to_device(uint64_t dst, const void* src, uint64_t bytes);
+    void copy_to_host(void* dst, uint64_t src, uint64_t bytes);
+
+    // Runs a program with its launch arguments (HBM addresses); every instruction record
+    // goes to the active recorder.
+    RunStats launch(const Program& prog, const std::vector<uint64_t>& args = {});
+
+    int64_t now_ps() const { return core_.now_ps(); }
+    const RunStats& totals() const { return totals_; }
+
+    // Profiler hook: receives every launched program's records.
+    using Recorder = std::function<void(const Device&, const Program&, const std::vector<InstrRecord>&)>;
+    void set_recorder(Recorder r) { recorder_ = std::move(r); }
+
+private:
+    int index_;
+    NeuronCore core_;
+    HbmAllocator alloc_;
+    RunStats totals_;
+    Recorder recorder_;
+    std::vector<InstrRecord> scratch_;
+};
+
+}  // namespace trnsim

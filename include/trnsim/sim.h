@@ -1,0 +1,133 @@
+// The simulated NeuronCore: memories, functional execution and timing.
+//
+// A NeuronCore runs Programs. Functional execution walks the program in list
+// order (the order is a legal serialisation of the engines' streams because
+// every wait refers to earlier instructions) and applies each instruction's
+// semantics (src/sim/exec/<name>.cpp). Timing is computed alongside, from the
+// instruction fields alone (src/sim/cost_model.cpp, src/sim/timing.cpp): each
+// queue is in order, queues overlap, waits delay a start, DMA queues share the
+// core's HBM bandwidth. Timing never reads data, so ExecMode::TimingOnly (no
+// functional work, no host backing of HBM) yields identical timings.
+#pragma once
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "trnsim/chip.h"
+#include "trnsim/isa.h"
+
+namespace trnsim {
+
+enum class ExecMode : uint8_t { Functional, TimingOnly };
+
+// One executed instruction, as the profiler sees it. Times are device
+// picoseconds since the core was created.
+struct InstrRecord {
+    uint32_t index;       // position in its program
+    uint32_t tag;
+    Opcode op;
+    uint8_t queue;        // Instruction::queue()
+    int64_t start_ps;
+    int64_t end_ps;
+    uint64_t bytes;       // bytes moved (DMA) or touched (compute)
+    uint64_t hbm_bytes;   // bytes read from or written to HBM
+    uint64_t flops;
+};
+
+struct RunStats {
+    int64_t start_ps = 0;
+    int64_t end_ps = 0;
+    uint64_t instructions = 0;
+    uint64_t flops = 0;            // all engines
+    uint64_t matmul_flops = 0;     // TensorE nc_matmul only
+    uint64_t hbm_bytes = 0;
+    std::array<int64_t, kMaxQueues> busy_ps{};   // per queue
+    int64_t duration_ps() const { return end_ps - start_ps; }
+    void add(const RunStats& o);
+};
+
+// Memories of one NeuronCore. HBM is this core's share of device memory: one
+// contiguous host mapping, backed lazily (pages appear on first touch,
+// MAP_NORESERVE) in functional mode, and reserved without access (PROT_NONE)
+// in timing-only mode so that addresses exist and are exact but hold no data.
+class CoreMemory {
+public:
+    CoreMemory(const ChipConfig& chip, uint64_t hbm_bytes, bool backed);
+    ~CoreMemory();
+    CoreMemory(const CoreMemory&) = delete;
+    CoreMemory& operator=(const CoreMemory&) = delete;
+
+    bool backed() const { return backed_; }
+    uint8_t* hbm_base() { return hbm_; }               // valid in both modes (see above)
+    uint64_t hbm_size() const { return hbm_size_; }
+    uint8_t* hbm(uint64_t addr);                        // throws if not backed / out of range
+    uint8_t* sbuf(uint32_t partition, uint64_t offset);
+    uint8_t* psum(uint32_t partition, uint64_t offset);
+    // Address of element (p, free linear index in row-major order of the AP's free dims).
+    uint8_t* element(const AccessPattern& ap, uint32_t p, uint64_t free_index);
+    // Dense fp32 copies of an access pattern: [partitions][free_elems], row-major.
+    void load_f32(const AccessPattern& ap, float* out);
+    void store_f32(const AccessPattern& ap, const float* in);   // rounds to ap.dtype
+    // Raw element copy with cast between two APs of equal element count.
+    void copy(const AccessPattern& dst, const AccessPattern& src);
+
+    const ChipConfig& chip() const { return chip_; }
+
+private:
+    const ChipConfig& chip_;
+    uint64_t hbm_size_;
+    uint8_t* hbm_ = nullptr;
+    bool backed_ = false;
+    std::vector<uint8_t> sbuf_, psum_;
+};
+
+// fp32 copy of the moving operands of the last matmul chain, valid while nothing
+// writes SBUF bytes [b0, b1) of partitions [p0, p1) (the run loop invalidates it).
+struct MovingOperandCache {
+    bool valid = false;
+    std::vector<AccessPattern> operands;
+    uint32_t p0 = 0, p1 = 0;
+    uint64_t b0 = 0, b1 = 0;   // conservative byte bound within a partition
+    std::vector<float> data;
+};
+class TimingModel;   // src/sim/timing.h
+
+class NeuronCore {
+public:
+    // hbm_bytes = 0 means this core's share of the chip's HBM.
+    NeuronCore(const ChipConfig& chip, ExecMode mode = ExecMode::Functional, uint64_t hbm_bytes = 0);
+    ~NeuronCore();
+
+    const ChipConfig& chip() const { return chip_; }
+    ExecMode mode() const { return mode_; }
+    CoreMemory& memory() { return *mem_; }
+
+    // Validates and runs 'prog' after everything already run on this core.
+    // 'args' gives the HBM base address of each launch argument (prog.num_args() of them).
+    // Appends one record per instruction to 'records' when given.
+    RunStats run(const Program& prog, std::vector<InstrRecord>* records = nullptr, const uint64_t* args = nullptr,
+                 size_t num_args = 0);
+
+    // Device time at which every queue of this core is idle.
+    int64_t now_ps() const;
+    // Advance the idle time (e.g. host-side waits); never moves backwards.
+    void advance_to(int64_t t_ps);
+
+private:
+    ChipConfig chip_;
+    ExecMode mode_;
+    std::unique_ptr<CoreMemory> mem_;
+    std::unique_ptr<TimingModel> timing_;
+    Program relocated_;   // scratch: the last program with its arguments bound
+    MovingOperandCache moving_cache_;
+};
+
+// Functional semantics of one instruction (dispatches to src/sim/exec/<name>.cpp).
+void execute(CoreMemory& mem, const Instruction& ins);
+// Consecutive nc_matmuls into the same PSUM tile, all but the first accumulating:
+// executed as one product (same result up to fp32 association order).
+void execute_matmul_chain(CoreMemory& mem, const Instruction* chain, size_t count,
+                          MovingOperandCache* cache = nullptr);
+
+}  // namespace trnsim

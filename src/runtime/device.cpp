@@ -1,0 +1,60 @@
+// Device: one NeuronCore as a framework device.
+#include <cstring>
+#include <sstream>
+
+#include "trnsim/runtime.h"
+
+namespace trnsim {
+
+namespace {
+// Host <-> device transfers cross the host link (PCIe Gen5 x16 class on trn2/trn3 hosts).
+constexpr double kHostLinkBytesPerNs = 32.0;
+constexpr double kHostTransferLatencyNs = 2000.0;
+
+int64_t host_transfer_ps(uint64_t bytes) {
+    return static_cast<int64_t>((kHostTransferLatencyNs + static_cast<double>(bytes) / kHostLinkBytesPerNs) * 1000.0);
+}
+}  // namespace
+
+Device::Device(const ChipConfig& chip, int index, ExecMode mode)
+    : index_(index), core_(chip, mode), alloc_(core_.memory().hbm_size()) {}
+
+uint64_t Device::device_addr(const void* host_ptr) const {
+    auto* base = const_cast<NeuronCore&>(core_).memory().hbm_base();
+    auto* p = static_cast<const uint8_t*>(host_ptr);
+    if (p < base || p >= base + const_cast<NeuronCore&>(core_).memory().hbm_size()) {
+        std::ostringstream os;
+        os << "pointer " << host_ptr << " is not in the HBM of neuron:" << index_;
+        throw std::invalid_argument(os.str());
+    }
+    return static_cast<uint64_t>(p - base);
+}
+
+void Device::copy_to_device(uint64_t dst, const void* src, uint64_t bytes) {
+    if (bytes == 0) return;
+    if (core_.mode() == ExecMode::Functional) std::memcpy(core_.memory().hbm(dst), src, bytes);
+    core_.advance_to(core_.now_ps() + host_transfer_ps(bytes));
+}
+
+void Device::copy_to_host(void* dst, uint64_t src, uint64_t bytes) {
+    if (bytes == 0) return;
+    if (core_.mode() != ExecMode::Functional)
+        throw std::logic_error("timing-only mode: device memory holds no values to copy to the host");
+    std::memcpy(dst, core_.memory().hbm(src), bytes);
+    core_.advance_to(core_.now_ps() + host_transfer_ps(bytes));
+}
+
+RunStats Device::launch(const Program& prog, const std::vector<uint64_t>& args) {
+    RunStats st;
+    if (recorder_) {
+        scratch_.clear();
+        st = core_.run(prog, &scratch_, args.data(), args.size());
+        recorder_(*this, prog, scratch_);
+    } else {
+        st = core_.run(prog, nullptr, args.data(), args.size());
+    }
+    totals_.add(st);
+    return st;
+}
+
+}  // namespace trnsim

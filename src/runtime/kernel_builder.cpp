@@ -1,0 +1,494 @@
+// KernelBuilder: on-chip allocation, instruction emitters and automatic
+// semaphore insertion from memory footprints.
+#include "trnsim/kernel.h"
+
+#include <algorithm>
+#include <sstream>
+
+namespace trnsim {
+
+// ------------------------------------------------------------------ tiles
+uint64_t Tile::bytes_per_partition() const {
+    uint64_t n = dtype_size(dtype);
+    for (uint32_t s : shape) n *= s;
+    return n;
+}
+
+static AccessPattern tile_ap(const Tile& t, uint32_t p0, uint32_t np) {
+    AccessPattern ap;
+    ap.space = t.space;
+    ap.dtype = t.dtype;
+    ap.start_partition = static_cast<uint16_t>(t.start_partition + p0);
+    ap.partitions = static_cast<uint16_t>(np);
+    ap.offset = t.offset;
+    ap.ndim = static_cast<uint8_t>(t.shape.size());
+    int64_t st = 1;
+    for (int d = ap.ndim - 1; d >= 0; --d) {
+        ap.size[d] = t.shape[d];
+        ap.stride[d] = st;
+        st *= t.shape[d];
+    }
+    return ap;
+}
+
+AccessPattern Tile::ap() const { return tile_ap(*this, 0, partitions); }
+
+AccessPattern Tile::rows(uint32_t p0, uint32_t n) const {
+    if (p0 + n > partitions) throw IsaError("Tile::rows: partition slice out of range");
+    return tile_ap(*this, p0, n);
+}
+
+AccessPattern Tile::region(uint32_t p0, uint32_t np, uint32_t c0, uint32_t nc) const {
+    AccessPattern ap = rows(p0, np);
+    int last = ap.ndim - 1;
+    if (c0 + nc > ap.size[last]) throw IsaError("Tile::cols: column slice out of range");
+    ap.offset += static_cast<uint64_t>(c0) * dtype_size(dtype);
+    ap.size[last] = nc;
+    return ap;
+}
+
+AccessPattern Tile::cols(uint32_t begin, uint32_t count) const { return region(0, partitions, begin, count); }
+
+// ------------------------------------------------------------------ builder
+KernelBuilder::KernelBuilder(const ChipConfig& chip, std::string name, uint64_t hbm_bytes)
+    : chip_(chip), hbm_bytes_(hbm_bytes ? hbm_bytes : chip.hbm_capacity_per_core()) {
+    prog_.name = std::move(name);
+    prog_.tag_names.push_back(prog_.name);
+    queue_count_.assign(kMaxQueues, 0);
+    fence_.assign(kMaxQueues, 0);
+    sbuf_free_.push_back({0, chip_.sbuf.bytes_per_partition});
+    psum_banks_free_.push_back({0, chip_.psum.bytes_per_partition});
+}
+
+static uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+
+static bool take_block(std::vector<KernelBuilder::Block>& free, uint64_t size, uint64_t align, uint64_t boundary,
+                       uint64_t* out) {
+    for (size_t i = 0; i < free.size(); ++i) {
+        uint64_t b = align_up(free[i].begin, align);
+        if (boundary && size <= boundary && b / boundary != (b + size - 1) / boundary) b = align_up(b, boundary);
+        if (b + size <= free[i].end) {
+            KernelBuilder::Block rest_lo{free[i].begin, b}, rest_hi{b + size, free[i].end};
+            free.erase(free.begin() + static_cast<long>(i));
+            if (rest_hi.end > rest_hi.begin) free.insert(free.begin() + static_cast<long>(i), rest_hi);
+            if (rest_lo.end > rest_lo.begin) free.insert(free.begin() + static_cast<long>(i), rest_lo);
+            *out = b;
+            return true;
+        }
+    }
+    return false;
+}
+
+static void give_block(std::vector<KernelBuilder::Block>& free, uint64_t begin, uint64_t end) {
+    free.push_back({begin, end});
+    std::sort(free.begin(), free.end(), [](auto& a, auto& b) { return a.begin < b.begin; });
+    std::vector<KernelBuilder::Block> merged;
+    for (auto& b : free) {
+        if (!merged.empty() && merged.back().end == b.begin) merged.back().end = b.end;
+        else merged.push_back(b);
+    }
+    free.swap(merged);
+}
+
+Tile KernelBuilder::alloc_sbuf(uint32_t partitions, std::vector<uint32_t> free_shape, DType dt) {
+    Tile t;
+    t.space = MemSpace::SBUF;
+    t.dtype = dt;
+    t.partitions = static_cast<uint16_t>(partitions);
+    t.shape = std::move(free_shape);
+    if (partitions == 0 || partitions > chip_.sbuf.partitions || t.shape.empty() || t.shape.size() > kMaxFreeDims)
+        throw IsaError("alloc_sbuf: partitions must be 1.." + std::to_string(chip_.sbuf.partitions) +
+                       " and 1..4 free dims");
+    uint64_t size = align_up(std::max<uint64_t>(1, t.bytes_per_partition()), 64);
+    if (!take_block(sbuf_free_, size, 64, 0, &t.offset)) {
+        std::ostringstream os;
+        os << "alloc_sbuf: SBUF full in kernel '" << prog_.name << "': need " << size << " bytes per partition, "
+           << sbuf_in_use_ << " of " << chip_.sbuf.bytes_per_partition << " in use";
+        throw IsaError(os.str());
+    }
+    sbuf_in_use_ += size;
+    sbuf_peak_ = std::max(sbuf_peak_, sbuf_in_use_);
+    return t;
+}
+
+Tile KernelBuilder::alloc_psum(uint32_t partitions, uint32_t free, DType dt) {
+    Tile t;
+    t.space = MemSpace::PSUM;
+    t.dtype = dt;
+    t.partitions = static_cast<uint16_t>(partitions);
+    t.shape = {free};
+    uint64_t bank = chip_.psum.bank_bytes();
+    uint64_t size = t.bytes_per_partition();
+    if (partitions == 0 || partitions > chip_.psum.partitions || size == 0 || size > bank)
+        throw IsaError("alloc_psum: a PSUM tile must fit one bank (" + std::to_string(bank) + " bytes per partition)");
+    uint64_t align = 4;
+    while (align < size) align *= 2;
+    if (!take_block(psum_banks_free_, size, std::min(align, bank), bank, &t.offset))
+        throw IsaError("alloc_psum: PSUM full in kernel '" + prog_.name + "'");
+    return t;
+}
+
+void KernelBuilder::release(const Tile& t) {
+    if (t.space == MemSpace::SBUF) {
+        uint64_t size = align_up(std::max<uint64_t>(1, t.bytes_per_partition()), 64);
+        give_block(sbuf_free_, t.offset, t.offset + size);
+        sbuf_in_use_ -= size;
+    } else {
+        give_block(psum_banks_free_, t.offset, t.offset + t.bytes_per_partition());
+    }
+}
+
+uint64_t KernelBuilder::sbuf_bytes_in_use() const { return sbuf_in_use_; }
+uint64_t KernelBuilder::sbuf_peak() const { return sbuf_peak_; }
+
+uint32_t KernelBuilder::tag(const std::string& name) {
+    for (size_t i = 0; i < prog_.tag_names.size(); ++i)
+        if (prog_.tag_names[i] == name) return tag_ = static_cast<uint32_t>(i);
+    prog_.tag_names.push_back(name);
+    return tag_ = static_cast<uint32_t>(prog_.tag_names.size() - 1);
+}
+
+// ------------------------------------------------------------------ dependencies
+namespace {
+
+struct Footprint {
+    MemSpace space;
+    uint32_t p0, p1;
+    uint64_t b0, b1;
+    uint8_t arg;   // HBM launch argument (0 = absolute addresses)
+};
+
+Footprint footprint(const AccessPattern& ap) {
+    const int64_t es = static_cast<int64_t>(dtype_size(ap.dtype));
+    int64_t lo = 0, hi = 0;  // element offsets
+    for (int k = 0; k < ap.ndim; ++k) {
+        int64_t span = ap.stride[k] * (static_cast<int64_t>(ap.size[k]) - 1);
+        if (span < 0) lo += span; else hi += span;
+    }
+    Footprint f;
+    f.space = ap.space;
+    f.arg = ap.space == MemSpace::HBM ? ap.arg : 0;
+    if (ap.space == MemSpace::HBM) {
+        int64_t span = ap.partition_stride * (static_cast<int64_t>(ap.partitions) - 1);
+        if (span < 0) lo += span; else hi += span;
+        f.p0 = 0;
+        f.p1 = 1;
+    } else {
+        f.p0 = ap.start_partition;
+        f.p1 = ap.start_partition + ap.partitions;
+    }
+    f.b0 = static_cast<uint64_t>(static_cast<int64_t>(ap.offset) + lo * es);
+    f.b1 = static_cast<uint64_t>(static_cast<int64_t>(ap.offset) + (hi + 1) * es);
+    return f;
+}
+
+// HBM footprints of different launch arguments are unrelated unless the kernel allows aliasing,
+// in which case they may overlap anywhere.
+bool overlaps(const Footprint& f, const KernelBuilder::Access& a, bool args_may_alias) {
+    if (f.space != a.space) return false;
+    if (f.arg != a.arg) return args_may_alias;
+    return f.p0 < a.p1 && a.p0 < f.p1 && f.b0 < a.b1 && a.b0 < f.b1;
+}
+
+bool covers(const Footprint& f, const KernelBuilder::Access& a) {
+    return f.space == a.space && f.arg == a.arg && f.p0 <= a.p0 && a.p1 <= f.p1 && f.b0 <= a.b0 && a.b1 <= f.b1;
+}
+
+// Reads and writes of an instruction.
+void operands(const Instruction& ins, std::vector<Footprint>& reads, std::vector<Footprint>& writes) {
+    reads.clear();
+    writes.clear();
+    if (ins.op == Opcode::barrier) return;
+    writes.push_back(footprint(ins.dst));
+    if (ins.op == Opcode::nc_matmul && (ins.flags & F_ACCUMULATE)) reads.push_back(footprint(ins.dst));
+    switch (ins.op) {
+        case Opcode::memset:
+        case Opcode::iota: break;
+        case Opcode::nc_matmul:
+        case Opcode::tensor_tensor:
+            reads.push_back(footprint(ins.src0));
+            reads.push_back(footprint(ins.src1));
+            break;
+        case Opcode::activation:
+        case Opcode::tensor_scalar:
+            reads.push_back(footprint(ins.src0));
+            if (ins.flags & F_SCALE_AP) reads.push_back(footprint(ins.src1));
+            if (ins.flags & F_BIAS_AP) reads.push_back(footprint(ins.src2));
+            break;
+        case Opcode::select:
+            reads.push_back(footprint(ins.src0));
+            reads.push_back(footprint(ins.src1));
+            if (ins.flags & F_S1_AP) reads.push_back(footprint(ins.src2));
+            break;
+        default: reads.push_back(footprint(ins.src0)); break;
+    }
+    if (ins.op == Opcode::activation && ins.reduce != ReduceOp::none) writes.push_back(footprint(ins.acc));
+}
+
+}  // namespace
+
+void KernelBuilder::add_dependencies(Instruction& ins) {
+    const uint32_t q = ins.queue();
+    std::array<int64_t, kMaxQueues> need;   // highest seq needed per queue, -1 none
+    need.fill(-1);
+    // Barrier fences: the first instruction of each queue after a barrier waits for everything before it.
+    if (fence_pending_ & (1ull << q)) {
+        for (uint32_t k = 0; k < kMaxQueues; ++k)
+            if (k != q && fence_[k] > 0) need[k] = std::max<int64_t>(need[k], fence_[k] - 1);
+        fence_pending_ &= ~(1ull << q);
+    }
+    static thread_local std::vector<Footprint> reads, writes;
+    operands(ins, reads, writes);
+    const int64_t prev_seq = static_cast<int64_t>(queue_count_[q]) - 1;
+    bool depends_on_prev = false;
+    auto check = [&](const Footprint& f, bool is_write) {
+        for (const Access& a : accesses_) {
+            if (!overlaps(f, a, args_may_alias_)) continue;
+            if (!is_write && !a.is_write) continue;   // read after read: no hazard
+            if (a.queue == q) {
+                if (a.is_write && !is_write && static_cast<int64_t>(a.seq) == prev_seq) depends_on_prev = true;
+                continue;  // same queue: in order
+            }
+            need[a.queue] = std::max<int64_t>(need[a.queue], a.seq);
+        }
+    };
+    for (const Footprint& f : reads) check(f, false);
+    for (const Footprint& f : writes) check(f, true);
+    if (depends_on_prev) ins.flags |= F_DEPENDS_ON_PREV;
+
+    std::vector<SemWait> waits;
+    for (uint32_t k = 0; k < kMaxQueues; ++k)
+        if (need[k] >= 0) waits.push_back(SemWait{static_cast<uint16_t>(k), static_cast<uint32_t>(need[k] + 1)});
+    // Keep explicit waits the caller put on the instruction.
+    for (int i = 0; i < ins.num_waits; ++i) waits.push_back(ins.waits[i]);
+    // More waits than fit: a barrier on the same queue carries the excess first.
+    while (waits.size() > static_cast<size_t>(kMaxWaits)) {
+        Instruction b;
+        b.op = Opcode::barrier;
+        b.engine = ins.engine;
+        b.dma_queue = ins.dma_queue;
+        b.tag = ins.tag;
+        for (int i = 0; i < kMaxWaits; ++i) b.waits[i] = waits[waits.size() - 1 - i];
+        b.num_waits = kMaxWaits;
+        waits.resize(waits.size() - kMaxWaits);
+        prog_.instrs.push_back(b);
+        ++queue_count_[q];
+    }
+    ins.num_waits = static_cast<uint8_t>(waits.size());
+    for (size_t i = 0; i < waits.size(); ++i) ins.waits[i] = waits[i];
+}
+
+void KernelBuilder::record_access(const Instruction& ins, uint32_t queue, uint32_t seq) {
+    static thread_local std::vector<Footprint> reads, writes;
+    operands(ins, reads, writes);
+    for (const Footprint& f : writes) {
+        // A write supersedes every earlier access it fully covers: later hazards are with this write,
+        // which is itself ordered after them.
+        accesses_.erase(std::remove_if(accesses_.begin(), accesses_.end(),
+                                       [&](const Access& a) { return covers(f, a); }),
+                        accesses_.end());
+        accesses_.push_back(Access{f.space, f.arg, f.p0, f.p1, f.b0, f.b1, true, queue, seq});
+    }
+    for (const Footprint& f : reads) {
+        bool merged = false;
+        for (Access& a : accesses_) {
+            if (!a.is_write && a.queue == queue && a.space == f.space && a.arg == f.arg && a.p0 == f.p0 && a.p1 == f.p1 &&
+                a.b0 == f.b0 && a.b1 == f.b1) {
+                a.seq = seq;
+                merged = true;
+                break;
+            }
+        }
+        if (!merged) accesses_.push_back(Access{f.space, f.arg, f.p0, f.p1, f.b0, f.b1, false, queue, seq});
+    }
+}
+
+uint32_t KernelBuilder::emit(Instruction ins) {
+    ins.tag = ins.tag ? ins.tag : tag_;
+    add_dependencies(ins);
+    validate(ins, chip_, hbm_bytes_);
+    const uint32_t q = ins.queue();
+    uint32_t seq = queue_count_[q]++;
+    record_access(ins, q, seq);
+    prog_.instrs.push_back(ins);
+    return static_cast<uint32_t>(prog_.instrs.size() - 1);
+}
+
+void KernelBuilder::barrier() {
+    for (uint32_t k = 0; k < kMaxQueues; ++k) fence_[k] = queue_count_[k];
+    fence_pending_ = ~0ull;
+}
+
+Program KernelBuilder::finish() {
+    Program p = std::move(prog_);
+    p.prevalidated = true;
+    compute_arg_extents(p);
+    prog_ = Program{};
+    prog_.name = p.name;
+    prog_.tag_names.push_back(p.name);
+    tag_ = 0;
+    queue_count_.assign(kMaxQueues, 0);
+    fence_.assign(kMaxQueues, 0);
+    fence_pending_ = 0;
+    accesses_.clear();
+    return p;
+}
+
+// ------------------------------------------------------------------ emitters
+static Instruction make(Opcode op, Engine e) {
+    Instruction ins;
+    ins.op = op;
+    ins.engine = e;
+    return ins;
+}
+
+void KernelBuilder::dma_copy(const AccessPattern& dst, const AccessPattern& src, int queue) {
+    Instruction ins = make(Opcode::dma_copy, Engine::DMA);
+    if (queue < 0) {
+        queue = static_cast<int>(next_dma_queue_);
+        next_dma_queue_ = (next_dma_queue_ + 1) % chip_.dma.queues;
+    }
+    ins.dma_queue = static_cast<uint8_t>(queue);
+    ins.dst = dst;
+    ins.src0 = src;
+    emit(ins);
+}
+
+void KernelBuilder::matmul(const AccessPattern& psum_dst, const AccessPattern& stationary,
+                           const AccessPattern& moving, bool accumulate) {
+    Instruction ins = make(Opcode::nc_matmul, Engine::Tensor);
+    ins.dst = psum_dst;
+    ins.src0 = stationary;
+    ins.src1 = moving;
+    if (accumulate) ins.flags |= F_ACCUMULATE;
+    emit(ins);
+}
+
+void KernelBuilder::transpose(const AccessPattern& dst, const AccessPattern& src, Engine e) {
+    Instruction ins = make(Opcode::nc_transpose, e);
+    ins.dst = dst;
+    ins.src0 = src;
+    emit(ins);
+}
+
+void KernelBuilder::activation(const AccessPattern& dst, const AccessPattern& src, ActFunc f, float scale,
+                               float bias) {
+    activation_ex(dst, src, f, scale, nullptr, bias, nullptr);
+}
+
+void KernelBuilder::activation_ex(const AccessPattern& dst, const AccessPattern& src, ActFunc f, float scale,
+                                  const AccessPattern* scale_ap, float bias, const AccessPattern* bias_ap,
+                                  ReduceOp reduce, const AccessPattern* acc) {
+    Instruction ins = make(Opcode::activation, Engine::Scalar);
+    ins.dst = dst;
+    ins.src0 = src;
+    ins.func = f;
+    ins.imm0 = scale;
+    ins.imm1 = bias;
+    if (scale_ap) {
+        ins.src1 = *scale_ap;
+        ins.flags |= F_SCALE_AP;
+    }
+    if (bias_ap) {
+        ins.src2 = *bias_ap;
+        ins.flags |= F_BIAS_AP;
+    }
+    ins.reduce = reduce;
+    if (reduce != ReduceOp::none) {
+        if (!acc) throw IsaError("activation: a reduce needs an acc operand");
+        ins.acc = *acc;
+    }
+    emit(ins);
+}
+
+void KernelBuilder::tensor_tensor(const AccessPattern& dst, const AccessPattern& a, const AccessPattern& b, AluOp op,
+                                  Engine e) {
+    Instruction ins = make(Opcode::tensor_tensor, e);
+    ins.dst = dst;
+    ins.src0 = a;
+    ins.src1 = b;
+    ins.alu0 = op;
+    emit(ins);
+}
+
+void KernelBuilder::tensor_scalar(const AccessPattern& dst, const AccessPattern& a, AluOp op0, float s0, AluOp op1,
+                                  float s1, Engine e) {
+    tensor_scalar_ex(dst, a, op0, s0, nullptr, op1, s1, nullptr, 0, e);
+}
+
+void KernelBuilder::tensor_scalar_ex(const AccessPattern& dst, const AccessPattern& a, AluOp op0, float s0,
+                                     const AccessPattern* s0_ap, AluOp op1, float s1, const AccessPattern* s1_ap,
+                                     uint32_t reverse_flags, Engine e) {
+    Instruction ins = make(Opcode::tensor_scalar, e);
+    ins.dst = dst;
+    ins.src0 = a;
+    ins.alu0 = op0;
+    ins.alu1 = op1;
+    ins.imm0 = s0;
+    ins.imm1 = s1;
+    if (s0_ap) {
+        ins.src1 = *s0_ap;
+        ins.flags |= F_S0_AP;
+    }
+    if (s1_ap) {
+        ins.src2 = *s1_ap;
+        ins.flags |= F_S1_AP;
+    }
+    ins.flags |= reverse_flags & (F_REVERSE0 | F_REVERSE1);
+    emit(ins);
+}
+
+void KernelBuilder::tensor_reduce(const AccessPattern& dst, const AccessPattern& src, ReduceOp op, int reduce_ndim,
+                                  Engine e) {
+    Instruction ins = make(Opcode::tensor_reduce, e);
+    ins.dst = dst;
+    ins.src0 = src;
+    ins.reduce = op;
+    ins.reduce_ndim = static_cast<uint8_t>(reduce_ndim);
+    emit(ins);
+}
+
+void KernelBuilder::tensor_copy(const AccessPattern& dst, const AccessPattern& src, Engine e) {
+    Instruction ins = make(Opcode::tensor_copy, e);
+    ins.dst = dst;
+    ins.src0 = src;
+    emit(ins);
+}
+
+void KernelBuilder::memset(const AccessPattern& dst, float value, Engine e) {
+    Instruction ins = make(Opcode::memset, e);
+    ins.dst = dst;
+    ins.imm0 = value;
+    emit(ins);
+}
+
+void KernelBuilder::iota(const AccessPattern& dst, const Affine& a) {
+    Instruction ins = make(Opcode::iota, Engine::GpSimd);
+    ins.dst = dst;
+    ins.affine = a;
+    emit(ins);
+}
+
+void KernelBuilder::affine_select(const AccessPattern& dst, const AccessPattern& src, const Affine& a, AluOp cmp,
+                                  float fill) {
+    Instruction ins = make(Opcode::affine_select, Engine::GpSimd);
+    ins.dst = dst;
+    ins.src0 = src;
+    ins.affine = a;
+    ins.alu0 = cmp;
+    ins.imm0 = fill;
+    emit(ins);
+}
+
+void KernelBuilder::select(const AccessPattern& dst, const AccessPattern& mask, const AccessPattern& on_true,
+                           const AccessPattern& on_false, Engine e) {
+    Instruction ins = make(Opcode::select, e);
+    ins.dst = dst;
+    ins.src0 = mask;
+    ins.src1 = on_true;
+    ins.src2 = on_false;
+    ins.flags |= F_S1_AP;
+    emit(ins);
+}
+
+}  // namespace trnsim

@@ -1,0 +1,348 @@
+// Blocked, double-buffered matmul on one NeuronCore (see kernels.h).
+//
+// Loop nest (per problem of the batch, per block of MB x NB outputs and KB contraction):
+//   load B[k-block, n-block] and A^T[k-block, m-block] panels into SBUF in the order
+//   the TensorE consumes them (column chunks of 512), then
+//   for each 512-column n chunk, for each 128-row m tile:
+//       for each 128-deep k tile: nc_matmul into one PSUM bank (accumulate over k)
+//       evacuate PSUM -> SBUF (Vector and Scalar alternate) through the epilogue
+//       (alpha, addend), DMA to HBM.
+// Panels are double buffered, PSUM banks and output staging tiles rotate, so
+// loads, matmuls, evacuations and stores of neighbouring tiles overlap. Operands
+// stored the other way round (A as [M,K], B as [N,K]) are loaded in 128-row
+// tiles and transposed on the TensorE into the panels.
+#include <algorithm>
+#include <array>
+#include <tuple>
+
+#include "trnsim/kernels.h"
+
+namespace trnsim {
+
+namespace {
+
+constexpr uint32_t kTileM = 128;   // stationary free size (PE columns)
+constexpr uint32_t kTileK = 128;   // contraction (partitions)
+constexpr uint32_t kTileN = 512;   // moving free size (one PSUM bank of fp32)
+constexpr int kPsumRotation = 6;       // PSUM banks in flight (2 more hold transposes)
+constexpr int kStagingRotation = 8;    // output tiles in flight to HBM
+
+uint32_t ceil_div(uint32_t a, uint32_t b) { return (a + b - 1) / b; }
+uint32_t round_up(uint32_t a, uint32_t b) { return ceil_div(a, b) * b; }
+
+// Row 'kt' of a panel tile laid out [partitions][nkt][width]: columns [c0, c0+n) of partitions [0, rows).
+AccessPattern panel_ap(const Tile& t, uint32_t kt, uint32_t width, uint32_t rows, uint32_t c0, uint32_t n) {
+    AccessPattern ap = t.rows(0, rows);
+    ap.ndim = 1;
+    ap.offset = t.offset + (static_cast<uint64_t>(kt) * width + c0) * dtype_size(t.dtype);
+    ap.size = {n, 1, 1, 1};
+    ap.stride = {1, 0, 0, 0};
+    return ap;
+}
+
+// A matrix of stored rows in HBM.
+struct HbmMatrix {
+    uint64_t base;
+    uint8_t arg;
+    DType dtype;
+    int64_t row_stride, col_stride, batch_stride;   // elements
+
+    // Rows [r0, r0+rows) x columns [c0, c0+cols) of problem 'batch_index'; rows map to partitions.
+    AccessPattern block(uint32_t batch_index, uint32_t r0, uint32_t rows, uint32_t c0, uint32_t cols) const {
+        const int64_t elem = static_cast<int64_t>(batch_index) * batch_stride + static_cast<int64_t>(r0) * row_stride +
+                             static_cast<int64_t>(c0) * col_stride;
+        AccessPattern ap = hbm_matrix_ap(base + static_cast<uint64_t>(elem * static_cast<int64_t>(dtype_size(dtype))),
+                                         dtype, rows, cols, row_stride);
+        ap.stride[0] = col_stride;
+        ap.arg = arg;
+        return ap;
+    }
+};
+
+struct Blocking {
+    uint32_t MB, NB, KB;
+};
+
+// Panels are double buffered only when there is a next panel to prefetch.
+int a_buffers(const MatmulArgs& a, const Blocking& b) { return (a.M > b.MB || a.K > b.KB || a.batch > 1) ? 2 : 1; }
+int b_buffers(const MatmulArgs& a, const Blocking& b) {
+    return (a.N > b.NB || a.K > b.KB || (a.batch > 1 && a.b_batch_stride != 0)) ? 2 : 1;
+}
+
+bool has_epilogue_operand(const MatmulArgs& a) { return a.accumulate || a.addend.present; }
+
+uint64_t sbuf_need(const MatmulArgs& a, const Blocking& b, bool k_blocked) {
+    uint64_t nkt = ceil_div(b.KB, kTileK);
+    uint64_t need = a_buffers(a, b) * nkt * b.MB * dtype_size(a.a_dtype)     // A^T panels
+                    + b_buffers(a, b) * nkt * b.NB * dtype_size(a.b_dtype)   // B panels
+                    + kStagingRotation * kTileN * dtype_size(a.c_dtype);     // output staging
+    if (has_epilogue_operand(a)) need += 2 * kTileN * 4;                     // addend tiles (fp32)
+    if (a.alpha != 1.0f) need += kTileN * 4;                                 // scaled product (fp32)
+    if (!a.a_transposed) need += 2 * static_cast<uint64_t>(b.KB) * dtype_size(a.a_dtype);  // A row tiles
+    if (a.b_transposed) need += 2 * static_cast<uint64_t>(b.KB) * dtype_size(a.b_dtype);   // B row tiles
+    if (k_blocked) need += static_cast<uint64_t>(ceil_div(b.MB, kTileM)) * b.NB * 4;        // fp32 accumulators
+    return need + 64 * 24;   // alignment slack
+}
+
+Blocking choose_blocking(const MatmulArgs& a, uint64_t budget) {
+    Blocking b{std::min(round_up(a.M, kTileM), 2048u), std::min(round_up(a.N, kTileN), 2048u),
+               std::max(kTileK, round_up(a.K, kTileK))};
+    while (sbuf_need(a, b, b.KB < a.K) > budget) {
+        if (b.KB > 2048) b.KB = round_up(b.KB / 2, kTileK);
+        else if (b.MB > kTileM * 4) b.MB = round_up(b.MB / 2, kTileM);
+        else if (b.NB > kTileN) b.NB = round_up(b.NB / 2, kTileN);
+        else if (b.KB > kTileK) b.KB = round_up(b.KB / 2, kTileK);
+        else if (b.MB > kTileM) b.MB = round_up(b.MB / 2, kTileM);
+        else throw IsaError("matmul: operands do not fit SBUF even with minimal blocking");
+    }
+    return b;
+}
+
+}  // namespace
+
+void build_matmul(KernelBuilder& kb, const MatmulArgs& args) {
+    MatmulArgs a = args;
+    if (a.M == 0 || a.N == 0 || a.batch == 0) return;
+    if (a.accumulate && a.addend.present)
+        throw IsaError("matmul: 'accumulate' and an addend cannot be combined (pass C as the addend)");
+    if (a.lda == 0) a.lda = a.a_transposed ? a.M : a.K;
+    if (a.ldb == 0) a.ldb = a.b_transposed ? a.K : a.N;
+    if (a.ldc == 0) a.ldc = a.N;
+    // A stored [M,K] or [K,M]; B stored [K,N] or [N,K]; C [M,N].
+    const HbmMatrix A{a.a, a.a_arg, a.a_dtype, a.lda, a.a_col_stride, a.a_batch_stride};
+    const HbmMatrix B{a.b, a.b_arg, a.b_dtype, a.ldb, a.b_col_stride, a.b_batch_stride};
+    const HbmMatrix C{a.c, a.c_arg, a.c_dtype, a.ldc, a.c_col_stride, a.c_batch_stride};
+    MatmulAddend addend = a.addend;
+    if (a.accumulate) addend = {true, a.c, a.c_arg, a.c_dtype, a.ldc, a.c_col_stride, a.c_batch_stride, 1.0f};
+    const bool has_addend = addend.present && addend.beta != 0.0f;   // beta = 0 ignores D (even NaN), like torch
+    const HbmMatrix D{addend.addr, addend.arg, addend.dtype, addend.row_stride, addend.col_stride, addend.batch_stride};
+
+    const ChipConfig& chip = kb.chip();
+    const Blocking blk = choose_blocking(a, chip.sbuf.bytes_per_partition * 85 / 100);
+    const bool k_blocked = blk.KB < a.K;
+    const uint32_t nkt_max = ceil_div(blk.KB, kTileK);
+
+    const int n_a_panels = a_buffers(a, blk), n_b_panels = b_buffers(a, blk);
+    std::array<Tile, 2> a_panel, b_panel;
+    for (int i = 0; i < n_a_panels; ++i) a_panel[i] = kb.alloc_sbuf(kTileK, {nkt_max, blk.MB}, a.a_dtype);
+    for (int i = 0; i < n_b_panels; ++i) b_panel[i] = kb.alloc_sbuf(kTileK, {nkt_max, blk.NB}, a.b_dtype);
+    std::array<Tile, 2> a_rows, b_rows;
+    if (!a.a_transposed)
+        for (auto& t : a_rows) t = kb.alloc_sbuf(kTileM, {blk.KB}, a.a_dtype);
+    if (a.b_transposed)
+        for (auto& t : b_rows) t = kb.alloc_sbuf(kTileM, {blk.KB}, a.b_dtype);
+    std::array<Tile, kStagingRotation> staging;
+    for (auto& t : staging) t = kb.alloc_sbuf(kTileM, {kTileN}, a.c_dtype);
+    std::array<Tile, 2> d_in;
+    if (has_addend)
+        for (auto& t : d_in) t = kb.alloc_sbuf(kTileM, {kTileN}, DType::f32);
+    Tile scaled;
+    if (a.alpha != 1.0f) scaled = kb.alloc_sbuf(kTileM, {kTileN}, DType::f32);
+    Tile zeros;   // K == 0: the product is zero
+    if (a.K == 0) {
+        zeros = kb.alloc_sbuf(kTileM, {kTileN}, DType::f32);
+        kb.memset(zeros.ap(), 0.0f);
+    }
+    std::vector<Tile> acc;
+    if (k_blocked)
+        for (uint32_t i = 0; i < ceil_div(blk.MB, kTileM); ++i) acc.push_back(kb.alloc_sbuf(kTileM, {blk.NB}, DType::f32));
+    std::array<Tile, kPsumRotation> psum;
+    for (auto& t : psum) t = kb.alloc_psum(kTileM, kTileN);
+    std::array<Tile, 2> psum_t;
+    if (!a.a_transposed || a.b_transposed)
+        for (auto& t : psum_t) t = kb.alloc_psum(kTileK, kTileM);
+
+    // Stores use their own DMA queues at the end of the range, so after the first prefetches a
+    // store never waits behind a load.
+    const uint32_t store_queues = std::max(1u, chip.dma.queues / 4);
+    const uint32_t load_queues = chip.dma.queues;   // stores use the last store_queues of them
+    uint32_t load_next = 0, store_next = 0;
+    auto load = [&](const AccessPattern& dst, const AccessPattern& src) {
+        kb.dma_copy(dst, src, static_cast<int>(load_next++ % load_queues));
+    };
+    // A store is split by partition groups over the store queues to shorten the kernel's tail.
+    auto store = [&](const AccessPattern& dst, const AccessPattern& src) {
+        const uint32_t rows = src.partitions, groups = std::min(store_queues, ceil_div(rows, 32));
+        const uint32_t per = ceil_div(rows, groups);
+        for (uint32_t p0 = 0; p0 < rows; p0 += per) {
+            const uint32_t np = std::min(per, rows - p0);
+            AccessPattern d = dst, s = src;
+            d.offset += static_cast<uint64_t>(static_cast<int64_t>(p0) * dst.partition_stride *
+                                              static_cast<int64_t>(dtype_size(dst.dtype)));
+            d.partitions = static_cast<uint16_t>(np);
+            s.start_partition = static_cast<uint16_t>(s.start_partition + p0);
+            s.partitions = static_cast<uint16_t>(np);
+            kb.dma_copy(d, s, static_cast<int>(load_queues - store_queues + store_next++ % store_queues));
+        }
+    };
+
+    int psum_next = 0, staging_next = 0, evac_next = 0, rows_next = 0, tpose_next = 0, d_next = 0;
+    int a_buf = 0, b_buf = 0;
+    std::tuple<int64_t, uint32_t, uint32_t> b_loaded_key{-1, 0, 0};
+    // A broadcast addend row (row stride 0, beta 1) is loaded once per column chunk.
+    const bool addend_reusable = has_addend && addend.row_stride == 0 && addend.beta == 1.0f;
+    int64_t d_loaded_key = -1;
+
+    // Writes one output tile from its fp32 sum (PSUM or SBUF; plus 'last_part' from PSUM when the
+    // sum is an SBUF accumulator of earlier K blocks): alpha, the addend, rounding, store.
+    auto finish_tile = [&](const AccessPattern& sum, const AccessPattern* last_part, uint32_t bi, uint32_t row0,
+                           uint32_t ms, uint32_t col0, uint32_t ns, Engine evac) {
+        const Tile& st = staging[staging_next];
+        staging_next = (staging_next + 1) % kStagingRotation;
+        const AccessPattern st_ap = st.region(0, ms, 0, ns);
+        if (last_part) {
+            if (!has_addend && a.alpha == 1.0f) {
+                kb.tensor_tensor(st_ap, sum, *last_part, AluOp::add, Engine::Vector);
+                store(C.block(bi, row0, ms, col0, ns), st_ap);
+                return;
+            }
+            kb.tensor_tensor(sum, sum, *last_part, AluOp::add, Engine::Vector);
+        }
+        AccessPattern product = sum;
+        if (a.alpha != 1.0f) {
+            product = scaled.region(0, ms, 0, ns);
+            kb.activation(has_addend ? product : st_ap, sum, ActFunc::identity, a.alpha);
+        }
+        if (has_addend) {
+            const int64_t key = static_cast<int64_t>(bi) * addend.batch_stride + static_cast<int64_t>(col0) * addend.col_stride;
+            const Tile* dt = &d_in[d_next];
+            if (addend_reusable && key == d_loaded_key) {
+                dt = &d_in[d_next ^ 1];   // still holds this chunk's rows
+            } else {
+                const uint32_t rows = addend_reusable ? std::min(kTileM, a.M) : ms;
+                load(dt->region(0, rows, 0, ns), D.block(bi, row0, rows, col0, ns));
+                if (addend.beta != 1.0f)
+                    kb.tensor_scalar(dt->region(0, rows, 0, ns), dt->region(0, rows, 0, ns), AluOp::mul, addend.beta,
+                                     AluOp::bypass, 0.0f, Engine::GpSimd);
+                d_loaded_key = addend_reusable ? key : -1;
+                d_next ^= 1;
+            }
+            kb.tensor_tensor(st_ap, product, dt->region(0, ms, 0, ns), AluOp::add, Engine::Vector);
+        } else if (a.alpha == 1.0f) {
+            kb.tensor_copy(st_ap, sum, evac);
+        }
+        store(C.block(bi, row0, ms, col0, ns), st_ap);
+    };
+
+    if (a.K == 0) {
+        for (uint32_t bi = 0; bi < a.batch; ++bi)
+            for (uint32_t n0 = 0; n0 < a.N; n0 += kTileN)
+                for (uint32_t m0 = 0; m0 < a.M; m0 += kTileM) {
+                    const uint32_t ms = std::min(kTileM, a.M - m0), ns = std::min(kTileN, a.N - n0);
+                    finish_tile(zeros.region(0, ms, 0, ns), nullptr, bi, m0, ms, n0, ns,
+                                (evac_next++ & 1) ? Engine::Scalar : Engine::Vector);
+                }
+    }
+
+    // Loads 'rows' [count, kbsz] tiles of an operand stored the other way round and transposes them
+    // on the TensorE into panel columns [c0, c0+count).
+    auto load_transposed = [&](const std::array<Tile, 2>& row_tiles, const HbmMatrix& src, uint32_t bi, uint32_t r0,
+                               uint32_t count, uint32_t k0, uint32_t kbsz, uint32_t nkt, const Tile& panel,
+                               uint32_t width, uint32_t c0) {
+        for (uint32_t r = 0; r < count; r += kTileM) {
+            const uint32_t n = std::min(kTileM, count - r);
+            const Tile& rows = row_tiles[rows_next ^= 1];
+            load(rows.region(0, n, 0, kbsz), src.block(bi, r0 + r, n, k0, kbsz));
+            for (uint32_t kt = 0; kt < nkt; ++kt) {
+                const uint32_t ks = std::min(kTileK, kbsz - kt * kTileK);
+                const Tile& pt = psum_t[tpose_next ^= 1];
+                kb.transpose(pt.region(0, ks, 0, n), rows.region(0, n, kt * kTileK, ks));
+                kb.tensor_copy(panel_ap(panel, kt, width, ks, c0 + r, n), pt.region(0, ks, 0, n),
+                               (evac_next++ & 1) ? Engine::Scalar : Engine::Vector);
+            }
+        }
+    };
+
+    for (uint32_t bi = 0; bi < a.batch && a.K > 0; ++bi) {
+        for (uint32_t n0 = 0; n0 < a.N; n0 += blk.NB) {
+            const uint32_t nb = std::min(blk.NB, a.N - n0);
+            for (uint32_t m0 = 0; m0 < a.M; m0 += blk.MB) {
+                const uint32_t mb = std::min(blk.MB, a.M - m0);
+                for (uint32_t k0 = 0; k0 < a.K; k0 += blk.KB) {
+                    const uint32_t kbsz = std::min(blk.KB, a.K - k0);
+                    const uint32_t nkt = ceil_div(kbsz, kTileK);
+                    const bool first_k = k0 == 0, last_k = k0 + blk.KB >= a.K;
+
+                    // ---- loads, in consumption order
+                    const std::tuple<int64_t, uint32_t, uint32_t> b_key{static_cast<int64_t>(bi) * a.b_batch_stride, n0, k0};
+                    const bool load_b = b_key != b_loaded_key;
+                    if (load_b) {
+                        b_buf = (b_buf + 1) % n_b_panels;
+                        b_loaded_key = b_key;
+                    }
+                    a_buf = (a_buf + 1) % n_a_panels;
+                    const Tile& ap = a_panel[a_buf];
+                    const Tile& bp = b_panel[b_buf];
+                    auto load_b_chunk = [&](uint32_t c0) {
+                        const uint32_t cn = std::min(kTileN, nb - c0);
+                        if (a.b_transposed) {
+                            load_transposed(b_rows, B, bi, n0 + c0, cn, k0, kbsz, nkt, bp, blk.NB, c0);
+                            return;
+                        }
+                        for (uint32_t kt = 0; kt < nkt; ++kt) {
+                            const uint32_t ks = std::min(kTileK, kbsz - kt * kTileK);
+                            load(panel_ap(bp, kt, blk.NB, ks, c0, cn), B.block(bi, k0 + kt * kTileK, ks, n0 + c0, cn));
+                        }
+                    };
+                    auto load_a_chunk = [&](uint32_t c0, uint32_t width) {
+                        if (!a.a_transposed) {
+                            load_transposed(a_rows, A, bi, m0 + c0, width, k0, kbsz, nkt, ap, blk.MB, c0);
+                            return;
+                        }
+                        for (uint32_t kt = 0; kt < nkt; ++kt) {
+                            const uint32_t ks = std::min(kTileK, kbsz - kt * kTileK);
+                            load(panel_ap(ap, kt, blk.MB, ks, c0, width), A.block(bi, k0 + kt * kTileK, ks, m0 + c0, width));
+                        }
+                    };
+                    // The first n chunk sweeps every m tile, so B's first chunk and all of A come first;
+                    // each later B chunk is prefetched one chunk ahead (so that it does not queue in
+                    // front of the stores of the chunk before it).
+                    if (load_b) load_b_chunk(0);
+                    for (uint32_t c0 = 0; c0 < mb; c0 += kTileN) load_a_chunk(c0, std::min(kTileN, mb - c0));
+
+                    // ---- compute and evacuate
+                    for (uint32_t nc = 0; nc < nb; nc += kTileN) {
+                        const uint32_t ns = std::min(kTileN, nb - nc);
+                        if (load_b && nc + kTileN < nb) load_b_chunk(nc + kTileN);
+                        for (uint32_t mt = 0; mt < mb; mt += kTileM) {
+                            const uint32_t ms = std::min(kTileM, mb - mt);
+                            const Tile& ps = psum[psum_next];
+                            psum_next = (psum_next + 1) % kPsumRotation;
+                            const AccessPattern out = ps.region(0, ms, 0, ns);
+                            for (uint32_t kt = 0; kt < nkt; ++kt) {
+                                const uint32_t ks = std::min(kTileK, kbsz - kt * kTileK);
+                                kb.matmul(out, panel_ap(ap, kt, blk.MB, ks, mt, ms),
+                                          panel_ap(bp, kt, blk.NB, ks, nc, ns), kt > 0);
+                            }
+                            const Engine evac = (evac_next++ & 1) ? Engine::Scalar : Engine::Vector;
+                            const Engine add_engine = Engine::Vector;
+                            if (!k_blocked) {
+                                finish_tile(out, nullptr, bi, m0 + mt, ms, n0 + nc, ns, evac);
+                                continue;
+                            }
+                            // fp32 partial sums in SBUF across K blocks; the total is rounded once.
+                            const AccessPattern acc_ap = acc[mt / kTileM].region(0, ms, nc, ns);
+                            if (first_k) kb.tensor_copy(acc_ap, out, evac);
+                            else if (last_k) finish_tile(acc_ap, &out, bi, m0 + mt, ms, n0 + nc, ns, evac);
+                            else kb.tensor_tensor(acc_ap, acc_ap, out, AluOp::add, add_engine);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    for (auto& t : psum_t) if (t.partitions) kb.release(t);
+    for (auto& t : psum) kb.release(t);
+    for (auto& t : acc) kb.release(t);
+    if (zeros.partitions) kb.release(zeros);
+    if (scaled.partitions) kb.release(scaled);
+    for (auto& t : d_in) if (t.partitions) kb.release(t);
+    for (auto& t : staging) kb.release(t);
+    for (auto& t : b_rows) if (t.partitions) kb.release(t);
+    for (auto& t : a_rows) if (t.partitions) kb.release(t);
+    for (int i = n_b_panels - 1; i >= 0; --i) kb.release(b_panel[i]);
+    for (int i = n_a_panels - 1; i >= 0; --i) kb.release(a_panel[i]);
+}
+
+}  // namespace trnsim

@@ -1,0 +1,142 @@
+// NeuronCore: runs programs functionally (unless timing-only) and on the timing model.
+#include <algorithm>
+
+#include "timing.h"
+#include "trnsim/sim.h"
+
+namespace trnsim {
+
+void RunStats::add(const RunStats& o) {
+    if (instructions == 0) start_ps = o.start_ps;
+    end_ps = std::max(end_ps, o.end_ps);
+    instructions += o.instructions;
+    flops += o.flops;
+    matmul_flops += o.matmul_flops;
+    hbm_bytes += o.hbm_bytes;
+    for (size_t q = 0; q < busy_ps.size(); ++q) busy_ps[q] += o.busy_ps[q];
+}
+
+NeuronCore::NeuronCore(const ChipConfig& chip, ExecMode mode, uint64_t hbm_bytes)
+    : chip_(chip), mode_(mode) {
+    uint64_t size = hbm_bytes ? hbm_bytes : chip_.hbm_capacity_per_core();
+    mem_ = std::make_unique<CoreMemory>(chip_, size, mode == ExecMode::Functional);
+    timing_ = std::make_unique<TimingModel>(chip_);
+}
+
+NeuronCore::~NeuronCore() = default;
+
+int64_t NeuronCore::now_ps() const { return timing_->idle_time(); }
+
+void NeuronCore::advance_to(int64_t t_ps) { timing_->advance_to(t_ps); }
+
+static bool same_ap(const AccessPattern& a, const AccessPattern& b) {
+    return a.space == b.space && a.dtype == b.dtype && a.ndim == b.ndim && a.arg == b.arg &&
+           a.start_partition == b.start_partition && a.partitions == b.partitions && a.offset == b.offset &&
+           a.partition_stride == b.partition_stride && a.size == b.size && a.stride == b.stride;
+}
+
+// 'next' accumulates onto the PSUM tile 'first' writes, right after it.
+static bool continues_matmul_chain(const Instruction& first, const Instruction& next) {
+    return next.op == Opcode::nc_matmul && (next.flags & F_ACCUMULATE) && same_ap(next.dst, first.dst) &&
+           next.src0.free_elems() == first.src0.free_elems() && next.src1.free_elems() == first.src1.free_elems();
+}
+
+// Whether an instruction's destination may touch the SBUF bytes the cache holds.
+static bool writes_sbuf_under(const AccessPattern& dst, const MovingOperandCache& c) {
+    if (dst.space != MemSpace::SBUF) return false;
+    if (dst.start_partition + dst.partitions <= c.p0 || c.p1 <= dst.start_partition) return false;
+    int64_t lo = 0, hi = 0;
+    for (int k = 0; k < dst.ndim; ++k) {
+        const int64_t span = dst.stride[k] * (static_cast<int64_t>(dst.size[k]) - 1);
+        (span < 0 ? lo : hi) += span;
+    }
+    const int64_t es = static_cast<int64_t>(dtype_size(dst.dtype));
+    const int64_t b0 = static_cast<int64_t>(dst.offset) + lo * es, b1 = static_cast<int64_t>(dst.offset) + (hi + 1) * es;
+    return b0 < static_cast<int64_t>(c.b1) && static_cast<int64_t>(c.b0) < b1;
+}
+
+// Binds a relocatable program's arguments: every HBM operand gets its absolute address.
+static void relocate(const Program& prog, const uint64_t* args, size_t num_args, uint64_t hbm_size, Program& out) {
+    if (num_args != prog.num_args())
+        throw IsaError("program '" + prog.name + "' takes " + std::to_string(prog.num_args()) + " arguments, got " +
+                       std::to_string(num_args));
+    for (size_t i = 0; i < num_args; ++i)
+        if (args[i] > hbm_size || prog.arg_extent[i] > hbm_size - args[i])
+            throw IsaError("program '" + prog.name + "': argument " + std::to_string(i) + " at " +
+                           std::to_string(args[i]) + " needs " + std::to_string(prog.arg_extent[i]) +
+                           " bytes, beyond HBM (" + std::to_string(hbm_size) + " bytes)");
+    out.name = prog.name;
+    out.instrs = prog.instrs;
+    out.prevalidated = prog.prevalidated;
+    out.arg_extent.clear();
+    auto bind = [&](AccessPattern& ap) {
+        if (ap.space == MemSpace::HBM && ap.arg) {
+            ap.offset += args[ap.arg - 1];
+            ap.arg = 0;
+        }
+    };
+    for (Instruction& ins : out.instrs) {
+        bind(ins.dst);
+        bind(ins.src0);
+        bind(ins.src1);
+        bind(ins.src2);
+        bind(ins.acc);
+    }
+}
+
+RunStats NeuronCore::run(const Program& program, std::vector<InstrRecord>* records, const uint64_t* args,
+                         size_t num_args) {
+    const Program* bound = &program;
+    if (program.num_args() || num_args) {
+        relocate(program, args, num_args, mem_->hbm_size(), relocated_);
+        bound = &relocated_;
+    }
+    const Program& prog = *bound;
+    if (!prog.prevalidated)
+        for (const Instruction& ins : prog.instrs) validate(ins, chip_, mem_->hbm_size());
+
+    RunStats st;
+    st.start_ps = timing_->idle_time();
+    timing_->begin_program(st.start_ps);
+    const bool functional = mode_ == ExecMode::Functional;
+    if (records) records->reserve(records->size() + prog.instrs.size());
+    uint32_t index = 0;
+    size_t executed = 0;   // functional execution runs ahead of timing over matmul chains
+    moving_cache_.valid = false;
+    for (const Instruction& ins : prog.instrs) {
+        if (functional && index >= executed) {
+            size_t end = index + 1;
+            if (ins.op == Opcode::nc_matmul) {
+                while (end < prog.instrs.size() && continues_matmul_chain(ins, prog.instrs[end])) ++end;
+                execute_matmul_chain(*mem_, &ins, end - index, &moving_cache_);
+            } else {
+                execute(*mem_, ins);
+                if (moving_cache_.valid && (writes_sbuf_under(ins.dst, moving_cache_) ||
+                                            (ins.op == Opcode::activation && ins.reduce != ReduceOp::none &&
+                                             writes_sbuf_under(ins.acc, moving_cache_))))
+                    moving_cache_.valid = false;
+            }
+            executed = end;
+        }
+        TimingModel::Slot s = timing_->schedule(ins);
+        const uint32_t q = ins.queue();
+        st.busy_ps[q] += s.end_ps - s.start_ps;
+        uint64_t flops = instruction_flops(ins);
+        uint64_t hbm = instruction_hbm_bytes(ins);
+        st.flops += flops;
+        if (ins.op == Opcode::nc_matmul) st.matmul_flops += flops;
+        st.hbm_bytes += hbm;
+        if (records) {
+            uint64_t bytes = ins.op == Opcode::dma_copy ? ins.src0.elems() * dtype_size(ins.dst.dtype)
+                                                        : ins.dst.bytes();
+            records->push_back(InstrRecord{index, ins.tag, ins.op, static_cast<uint8_t>(q), s.start_ps, s.end_ps,
+                                           bytes, hbm, flops});
+        }
+        ++index;
+    }
+    st.instructions = prog.instrs.size();
+    st.end_ps = std::max(st.start_ps, timing_->idle_time());
+    return st;
+}
+
+}  // namespace trnsim

@@ -1,0 +1,133 @@
+// Per-instruction cost model (hardware.md 2.2 and 2.4). Every constant comes
+// from the chip preset; the formulas are the published ones:
+//   TensorE  nc_matmul    max(N_moving, MM_INIT) cycles, x fp32_passes for fp32, / fp8_speedup for fp8
+//            nc_transpose max(P, min(64, F)) cycles
+//   Vector/Scalar         max(MIN_II, N) for one tensor input, 2N for two (N when one is in PSUM
+//                         or for contiguous bf16 add/sub/mul), plus a static cost per tensor access
+//                         and a turnaround when the instruction depends on its predecessor
+//   GpSimd                fixed start (~150) + N
+//   DMA                   fixed latency + bytes / (queue bandwidth x descriptor efficiency),
+//                         HBM bandwidth shared between queues (timing.cpp)
+#include <algorithm>
+#include <cmath>
+
+#include "timing.h"
+
+namespace trnsim {
+
+namespace {
+
+int64_t cycles_to_ps(double cycles, double clock_ghz) {
+    return static_cast<int64_t>(std::llround(cycles * 1000.0 / clock_ghz));
+}
+
+bool is_two_byte(DType t) { return t == DType::bf16 || t == DType::f16; }
+bool is_fp8(DType t) { return t == DType::fp8_e4m3 || t == DType::fp8_e5m2; }
+
+const StreamEngineConfig& stream_engine(const ChipConfig& chip, Engine e) {
+    switch (e) {
+        case Engine::Scalar: return chip.scalar;
+        case Engine::GpSimd: return chip.gpsimd;
+        default: return chip.vector;
+    }
+}
+
+// Number of tensor operands the instruction reads or writes (each pays the access overhead).
+int tensor_accesses(const Instruction& ins) {
+    int n = 1;  // dst
+    int nsrc = opcode_info(ins.op).nsrc;
+    if (nsrc >= 1 && ins.op != Opcode::memset && ins.op != Opcode::iota) n += 1;
+    if (ins.op == Opcode::tensor_tensor) n += 1;
+    if (ins.op == Opcode::select) n += (ins.flags & F_S1_AP) ? 2 : 1;
+    if ((ins.op == Opcode::activation || ins.op == Opcode::tensor_scalar) && (ins.flags & F_SCALE_AP)) n += 1;
+    if ((ins.op == Opcode::activation || ins.op == Opcode::tensor_scalar) && (ins.flags & F_BIAS_AP)) n += 1;
+    if (ins.reduce != ReduceOp::none && ins.op == Opcode::activation) n += 1;
+    return n;
+}
+
+double stream_cycles(const Instruction& ins, const StreamEngineConfig& eng) {
+    const double min_ii = eng.min_ii_cycles;
+    // Elements per partition streamed through the engine.
+    double n = static_cast<double>(std::max(ins.dst.free_elems(), ins.src0.valid() && opcode_info(ins.op).nsrc > 0
+                                                                      ? ins.src0.free_elems()
+                                                                      : 0));
+    double rate = std::max<uint32_t>(1, eng.elems_per_cycle);
+    double c = 0;
+    switch (ins.op) {
+        case Opcode::tensor_tensor: {
+            bool psum_operand = ins.src0.space == MemSpace::PSUM || ins.src1.space == MemSpace::PSUM;
+            bool fast_bf16 = is_two_byte(ins.src0.dtype) && is_two_byte(ins.src1.dtype) &&
+                             (ins.alu0 == AluOp::add || ins.alu0 == AluOp::sub || ins.alu0 == AluOp::mul) &&
+                             ins.src0.stride[ins.src0.ndim - 1] == 1 && ins.src1.stride[ins.src1.ndim - 1] == 1;
+            c = std::max(min_ii, (psum_operand || fast_bf16 ? n : 2 * n) / rate);
+            break;
+        }
+        case Opcode::tensor_reduce: {
+            n = static_cast<double>(ins.src0.free_elems());
+            bool fast = is_two_byte(ins.src0.dtype) && (ins.reduce == ReduceOp::add || ins.reduce == ReduceOp::max);
+            c = std::max(min_ii, (fast ? n / 2 : n) / rate);
+            break;
+        }
+        case Opcode::tensor_scalar:
+        case Opcode::tensor_copy: {
+            bool fast = eng.bf16_fast_mode && is_two_byte(ins.src0.dtype) && is_two_byte(ins.dst.dtype);
+            c = std::max(min_ii, (fast ? n / 2 : n) / rate);
+            break;
+        }
+        case Opcode::memset: {
+            bool zero16 = ins.imm0 == 0.0f && is_two_byte(ins.dst.dtype);
+            c = std::max(min_ii, (zero16 ? n / 2 : n) / rate);
+            break;
+        }
+        case Opcode::select: c = std::max(min_ii, 2 * n / rate); break;
+        case Opcode::barrier: return 0;
+        default: c = std::max(min_ii, n / rate); break;
+    }
+    c += eng.fixed_overhead_cycles;
+    c += static_cast<double>(eng.access_overhead_cycles) * tensor_accesses(ins);
+    if (ins.flags & F_DEPENDS_ON_PREV) c += eng.dependent_turnaround_cycles;
+    return c;
+}
+
+}  // namespace
+
+int64_t compute_cost_ps(const Instruction& ins, const ChipConfig& chip, bool stationary_reloaded) {
+    if (ins.op == Opcode::barrier) return 0;
+    if (ins.engine == Engine::Tensor) {
+        const TensorEngineConfig& te = chip.tensor;
+        double c = 0;
+        if (ins.op == Opcode::nc_matmul) {
+            double n = static_cast<double>(ins.src1.free_elems());
+            c = std::max<double>(n, te.min_moving_cycles);
+            if (ins.src0.dtype == DType::f32 || ins.src1.dtype == DType::f32) c *= te.fp32_passes;
+            else if (is_fp8(ins.src0.dtype) && is_fp8(ins.src1.dtype) && te.fp8_speedup > 1)
+                c = std::max<double>(n / te.fp8_speedup, te.min_moving_cycles);
+            if (stationary_reloaded) c += te.load_stationary_cycles;
+        } else {  // nc_transpose on the TensorE
+            double p = ins.src0.partitions, f = static_cast<double>(ins.src0.free_elems());
+            c = std::max(p, std::min(64.0, f));
+            if (ins.src0.dtype == DType::f32) c *= te.fp32_passes;
+        }
+        if (ins.flags & F_DEPENDS_ON_PREV) c += te.dependent_turnaround_cycles;
+        return cycles_to_ps(c, te.clock_ghz);
+    }
+    const StreamEngineConfig& eng = stream_engine(chip, ins.engine);
+    return cycles_to_ps(stream_cycles(ins, eng), eng.clock_ghz);
+}
+
+DmaCost dma_cost(const Instruction& ins, const ChipConfig& chip) {
+    DmaCost c;
+    if (ins.op != Opcode::dma_copy) return c;
+    uint64_t elems = ins.src0.elems();
+    c.bytes = elems * std::max(dtype_size(ins.src0.dtype), dtype_size(ins.dst.dtype));
+    // One descriptor moves one contiguous run on both sides.
+    double chunk = static_cast<double>(std::min(ins.src0.contiguous_bytes(), ins.dst.contiguous_bytes()));
+    chunk = std::max(1.0, chunk);
+    double eff = chunk / (chunk + chip.dma.descriptor_overhead_bytes);
+    c.rate_bytes_per_ps = chip.dma.bytes_per_ns_per_queue * eff / 1000.0;
+    c.hbm_sides = (ins.src0.space == MemSpace::HBM) + (ins.dst.space == MemSpace::HBM);
+    c.fixed_ps = static_cast<int64_t>(std::llround(chip.dma.fixed_latency_ns * 1000.0));
+    return c;
+}
+
+}  // namespace trnsim

@@ -1,0 +1,157 @@
+// Shared pieces of the per-instruction functional semantics (src/sim/exec/*.cpp):
+// the exec_<name> declarations generated from instructions.def, ALU and
+// activation function application, reductions, scratch buffers and affine
+// index iteration. Engines compute in fp32 and round on store (CoreMemory).
+#pragma once
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "trnsim/sim.h"
+
+namespace trnsim {
+
+#define ISA_INSTR(name, engines, nsrc, writes_acc, summary) void exec_##name(CoreMemory& mem, const Instruction& ins);
+#include "trnsim/instructions.def"
+#undef ISA_INSTR
+
+namespace exec {
+
+// Per-thread fp32 scratch, reused across instructions (no allocation per call
+// once warm). Distinct slots may be held at the same time.
+enum ScratchSlot { kScratchA, kScratchB, kScratchC, kScratchD, kNumScratch };
+float* scratch(ScratchSlot slot, size_t n);
+
+// Throws IsaError "<opcode>: <what>" for an operand the semantics cannot use.
+[[noreturn]] void fail(const Instruction& ins, const std::string& what);
+void require_same_elems(const Instruction& ins, const AccessPattern& a, const char* a_name, const AccessPattern& b,
+                        const char* b_name);
+// Loads a [P,1] per-partition operand (P = partitions) into out[P].
+void load_per_partition(CoreMemory& mem, const Instruction& ins, const AccessPattern& ap, const char* name,
+                        uint32_t partitions, float* out);
+
+// float -> int32 the way bitwise ALU ops see their operands: truncate, saturate, NaN -> 0.
+inline int32_t alu_to_int(float v) {
+    if (std::isnan(v)) return 0;
+    if (v >= 2147483648.0f) return std::numeric_limits<int32_t>::max();
+    if (v <= -2147483648.0f) return std::numeric_limits<int32_t>::min();
+    return static_cast<int32_t>(v);
+}
+
+// max/min that propagate NaN from either side (like torch.maximum/minimum).
+inline float nan_max(float a, float b) { return (a != a || a > b) ? a : b; }
+inline float nan_min(float a, float b) { return (a != a || a < b) ? a : b; }
+
+// Calls fn(op_functor) with a functor computing 'a op b' in fp32, so that
+// callers get one tight loop per operation.
+template <class Fn>
+void with_alu(AluOp op, Fn&& fn) {
+    switch (op) {
+        case AluOp::bypass: fn([](float a, float) { return a; }); return;
+        case AluOp::add: fn([](float a, float b) { return a + b; }); return;
+        case AluOp::sub: fn([](float a, float b) { return a - b; }); return;
+        case AluOp::mul: fn([](float a, float b) { return a * b; }); return;
+        case AluOp::div: fn([](float a, float b) { return a / b; }); return;
+        case AluOp::max: fn([](float a, float b) { return nan_max(a, b); }); return;
+        case AluOp::min: fn([](float a, float b) { return nan_min(a, b); }); return;
+        case AluOp::pow: fn([](float a, float b) { return std::pow(a, b); }); return;
+        case AluOp::mod: fn([](float a, float b) { return std::fmod(a, b); }); return;   // torch.fmod
+        case AluOp::eq: fn([](float a, float b) { return a == b ? 1.0f : 0.0f; }); return;
+        case AluOp::ne: fn([](float a, float b) { return a != b ? 1.0f : 0.0f; }); return;
+        case AluOp::lt: fn([](float a, float b) { return a < b ? 1.0f : 0.0f; }); return;
+        case AluOp::le: fn([](float a, float b) { return a <= b ? 1.0f : 0.0f; }); return;
+        case AluOp::gt: fn([](float a, float b) { return a > b ? 1.0f : 0.0f; }); return;
+        case AluOp::ge: fn([](float a, float b) { return a >= b ? 1.0f : 0.0f; }); return;
+        case AluOp::logical_and: fn([](float a, float b) { return (a != 0.0f && b != 0.0f) ? 1.0f : 0.0f; }); return;
+        case AluOp::logical_or: fn([](float a, float b) { return (a != 0.0f || b != 0.0f) ? 1.0f : 0.0f; }); return;
+        case AluOp::logical_xor: fn([](float a, float b) { return ((a != 0.0f) != (b != 0.0f)) ? 1.0f : 0.0f; }); return;
+        case AluOp::bitwise_and:
+            fn([](float a, float b) { return static_cast<float>(alu_to_int(a) & alu_to_int(b)); });
+            return;
+        case AluOp::bitwise_or:
+            fn([](float a, float b) { return static_cast<float>(alu_to_int(a) | alu_to_int(b)); });
+            return;
+        case AluOp::bitwise_xor:
+            fn([](float a, float b) { return static_cast<float>(alu_to_int(a) ^ alu_to_int(b)); });
+            return;
+        case AluOp::abs_max: fn([](float a, float b) { return nan_max(std::fabs(a), std::fabs(b)); }); return;
+        case AluOp::count_: break;
+    }
+    throw IsaError("unknown ALU op " + std::to_string(static_cast<int>(op)));
+}
+
+inline float alu_apply(AluOp op, float a, float b) {
+    float r = 0;
+    with_alu(op, [&](auto f) { r = f(a, b); });
+    return r;
+}
+
+inline float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+
+// Calls fn(functor) with a functor computing func(x) in fp32.
+template <class Fn>
+void with_act(ActFunc func, Fn&& fn) {
+    constexpr float kInvSqrt2 = 0.70710678118654752f;
+    constexpr float kSqrt2OverPi = 0.79788456080286536f;
+    switch (func) {
+        case ActFunc::identity: fn([](float x) { return x; }); return;
+        case ActFunc::exp: fn([](float x) { return std::exp(x); }); return;
+        case ActFunc::log: fn([](float x) { return std::log(x); }); return;
+        case ActFunc::tanh: fn([](float x) { return std::tanh(x); }); return;
+        case ActFunc::sigmoid: fn([](float x) { return sigmoid(x); }); return;
+        case ActFunc::gelu: fn([](float x) { return 0.5f * x * (1.0f + std::erf(x * kInvSqrt2)); }); return;
+        case ActFunc::gelu_tanh:
+            fn([](float x) { return 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * (x + 0.044715f * x * x * x))); });
+            return;
+        case ActFunc::silu: fn([](float x) { return x * sigmoid(x); }); return;
+        case ActFunc::relu: fn([](float x) { return x > 0.0f || x != x ? x : 0.0f; }); return;   // NaN stays NaN
+        case ActFunc::rsqrt: fn([](float x) { return 1.0f / std::sqrt(x); }); return;
+        case ActFunc::sqrt: fn([](float x) { return std::sqrt(x); }); return;
+        case ActFunc::square: fn([](float x) { return x * x; }); return;
+        case ActFunc::reciprocal: fn([](float x) { return 1.0f / x; }); return;
+        case ActFunc::abs: fn([](float x) { return std::fabs(x); }); return;
+        case ActFunc::neg: fn([](float x) { return -x; }); return;
+        case ActFunc::sin: fn([](float x) { return std::sin(x); }); return;
+        case ActFunc::cos: fn([](float x) { return std::cos(x); }); return;
+        case ActFunc::erf: fn([](float x) { return std::erf(x); }); return;
+        case ActFunc::softplus:   // log(1 + e^x) = max(x, 0) + log1p(e^-|x|), no overflow
+            fn([](float x) { return (x > 0.0f ? x : 0.0f) + std::log1p(std::exp(-std::fabs(x))); });
+            return;
+        case ActFunc::sign:   // +-1, and 0 / NaN unchanged
+            fn([](float x) { return x > 0.0f ? 1.0f : (x < 0.0f ? -1.0f : x); });
+            return;
+        case ActFunc::count_: break;
+    }
+    throw IsaError("unknown activation function " + std::to_string(static_cast<int>(func)));
+}
+
+// Reductions: identity element and one fp32 step (max/min propagate NaN).
+inline float reduce_identity(ReduceOp op) {
+    switch (op) {
+        case ReduceOp::add: return 0.0f;
+        case ReduceOp::max: return -std::numeric_limits<float>::infinity();
+        case ReduceOp::min: return std::numeric_limits<float>::infinity();
+        default: throw IsaError(std::string("reduce op '") + reduce_op_name(op) + "' has no identity");
+    }
+}
+
+inline float reduce_step(ReduceOp op, float acc, float v) {
+    switch (op) {
+        case ReduceOp::add: return acc + v;
+        case ReduceOp::max: return nan_max(acc, v);
+        case ReduceOp::min: return nan_min(acc, v);
+        default: throw IsaError(std::string("reduce op '") + reduce_op_name(op) + "' is not a reduction");
+    }
+}
+
+// Sequential fp32 reduction of x[0..n).
+float reduce_run(ReduceOp op, const float* x, size_t n);
+
+// value(p, i..) of 'affine' for every element of 'shape' in row-major order
+// (partition outermost) into out[shape.elems()].
+void affine_values(const Affine& affine, const AccessPattern& shape, int64_t* out);
+
+}  // namespace exec
+}  // namespace trnsim

@@ -1,0 +1,150 @@
+// nc_matmul: dst[M,N] (+)= src0[K,M]^T @ src1[K,N] in fp32 (K = partitions).
+//
+// The hot path of functional execution: both operands are converted into
+// per-thread fp32 buffers and one sgemm runs with C pointing straight into PSUM
+// when dst is an fp32 PSUM tile with dense rows (beta = 1 accumulates in place).
+// Any other dst goes through a scratch tile and CoreMemory's rounding store.
+#include <cblas.h>
+
+#include <algorithm>
+
+#include "exec_common.h"
+
+namespace trnsim {
+
+namespace {
+
+bool dense_f32_psum_rows(const AccessPattern& dst, uint64_t n) {
+    return dst.space == MemSpace::PSUM && dst.dtype == DType::f32 && dst.offset % 4 == 0 &&
+           dst.contiguous_bytes() >= n * 4;
+}
+
+}  // namespace
+
+void exec_nc_matmul(CoreMemory& mem, const Instruction& ins) {
+    const AccessPattern& stationary = ins.src0;
+    const AccessPattern& moving = ins.src1;
+    const uint32_t K = stationary.partitions;
+    const uint64_t M = stationary.free_elems();
+    const uint64_t N = moving.free_elems();
+    if (moving.partitions != K)
+        exec::fail(ins, "src0 " + format_ap(stationary) + " and src1 " + format_ap(moving) +
+                            " must have the same partitions (the contraction dim)");
+    if (ins.dst.partitions != M || ins.dst.free_elems() != N)
+        exec::fail(ins, "dst " + format_ap(ins.dst) + " must be [" + std::to_string(M) + ", " + std::to_string(N) + "]");
+    if (K == 0 || M == 0 || N == 0) return;
+    const bool accumulate = ins.flags & F_ACCUMULATE;
+
+    float* a = exec::scratch(exec::kScratchA, K * M);   // [K][M]: A^T of the product
+    float* b = exec::scratch(exec::kScratchB, K * N);   // [K][N]
+    mem.load_f32(stationary, a);
+    mem.load_f32(moving, b);
+
+    float* c;
+    uint64_t ldc;
+    const bool in_place = dense_f32_psum_rows(ins.dst, N);
+    if (in_place) {
+        const uint64_t row_bytes = mem.chip().psum.bytes_per_partition;
+        // Both ends checked: the first and the last element of the tile.
+        mem.psum(ins.dst.start_partition + M - 1, ins.dst.offset + N * 4 - 1);
+        c = reinterpret_cast<float*>(mem.psum(ins.dst.start_partition, ins.dst.offset));
+        ldc = row_bytes / 4;
+    } else {
+        c = exec::scratch(exec::kScratchC, M * N);
+        ldc = N;
+        if (accumulate) mem.load_f32(ins.dst, c);
+    }
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, static_cast<int>(M), static_cast<int>(N), static_cast<int>(K),
+                1.0f, a, static_cast<int>(M), b, static_cast<int>(N), accumulate ? 1.0f : 0.0f, c,
+                static_cast<int>(ldc));
+    if (!in_place) mem.store_f32(ins.dst, c);
+}
+
+}  // namespace trnsim
+
+namespace trnsim {
+
+// A chain of nc_matmuls accumulating into one PSUM tile (the k loop of a tiled
+// matmul) is one product with a longer contraction: its operands are stacked
+// into [sum K, M] and [sum K, N] fp32 buffers and a single sgemm runs, which a
+// host BLAS does far more efficiently than many K <= 128 calls. The sum is the
+// same fp32 accumulation, in a different association order.
+static bool same_operands(const std::vector<AccessPattern>& a, const Instruction* chain, size_t count) {
+    if (a.size() != count) return false;
+    for (size_t i = 0; i < count; ++i) {
+        const AccessPattern &x = a[i], &y = chain[i].src1;
+        if (x.space != y.space || x.dtype != y.dtype || x.ndim != y.ndim || x.start_partition != y.start_partition ||
+            x.partitions != y.partitions || x.offset != y.offset || x.size != y.size || x.stride != y.stride)
+            return false;
+    }
+    return true;
+}
+
+void execute_matmul_chain(CoreMemory& mem, const Instruction* chain, size_t count, MovingOperandCache* cache) {
+    if (!dense_f32_psum_rows(chain[0].dst, chain[0].src1.free_elems())) {
+        for (size_t i = 0; i < count; ++i) exec_nc_matmul(mem, chain[i]);
+        return;
+    }
+    const uint64_t M = chain[0].src0.free_elems();
+    const uint64_t N = chain[0].src1.free_elems();
+    uint64_t K = 0;
+    for (size_t i = 0; i < count; ++i) {
+        const Instruction& ins = chain[i];
+        if (ins.src1.partitions != ins.src0.partitions || ins.src0.free_elems() != M || ins.src1.free_elems() != N ||
+            ins.dst.partitions != M || ins.dst.free_elems() != N)
+            exec::fail(ins, "operand shapes do not match the accumulation chain it belongs to");
+        K += ins.src0.partitions;
+    }
+    float* a = exec::scratch(exec::kScratchA, K * M);
+    uint64_t k0 = 0;
+    for (size_t i = 0; i < count; ++i) {
+        mem.load_f32(chain[i].src0, a + k0 * M);
+        k0 += chain[i].src0.partitions;
+    }
+    // The moving operand of consecutive chains is often the same SBUF data (one B
+    // panel swept by every m tile): its fp32 copy is reused until SBUF under it is written.
+    float* b;
+    if (cache && cache->valid && same_operands(cache->operands, chain, count)) {
+        b = cache->data.data();
+    } else {
+        b = cache ? (cache->data.resize(K * N), cache->data.data()) : exec::scratch(exec::kScratchB, K * N);
+        k0 = 0;
+        for (size_t i = 0; i < count; ++i) {
+            mem.load_f32(chain[i].src1, b + k0 * N);
+            k0 += chain[i].src1.partitions;
+        }
+        if (cache) {
+            cache->operands.clear();
+            cache->valid = true;
+            cache->p0 = ~0u;
+            cache->p1 = 0;
+            cache->b0 = ~0ull;
+            cache->b1 = 0;
+            for (size_t i = 0; i < count; ++i) {
+                const AccessPattern& ap = chain[i].src1;
+                cache->operands.push_back(ap);
+                cache->valid = cache->valid && ap.space == MemSpace::SBUF;
+                cache->p0 = std::min<uint32_t>(cache->p0, ap.start_partition);
+                cache->p1 = std::max<uint32_t>(cache->p1, ap.start_partition + ap.partitions);
+                int64_t lo = 0, hi = 0;   // element extent of the free dims
+                for (int k = 0; k < ap.ndim; ++k) {
+                    const int64_t span = ap.stride[k] * (static_cast<int64_t>(ap.size[k]) - 1);
+                    (span < 0 ? lo : hi) += span;
+                }
+                const int64_t es = static_cast<int64_t>(dtype_size(ap.dtype));
+                cache->b0 = std::min<uint64_t>(cache->b0, static_cast<uint64_t>(static_cast<int64_t>(ap.offset) + lo * es));
+                cache->b1 = std::max<uint64_t>(cache->b1, static_cast<uint64_t>(static_cast<int64_t>(ap.offset) + (hi + 1) * es));
+            }
+        }
+    }
+    const AccessPattern& dst = chain[0].dst;
+    mem.psum(dst.start_partition + M - 1, dst.offset + N * 4 - 1);   // bounds of the last element
+    float* c = reinterpret_cast<float*>(mem.psum(dst.start_partition, dst.offset));
+    const uint64_t ldc = mem.chip().psum.bytes_per_partition / 4;
+    const bool accumulate = chain[0].flags & F_ACCUMULATE;
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, static_cast<int>(M), static_cast<int>(N), static_cast<int>(K),
+                1.0f, a, static_cast<int>(M), b, static_cast<int>(N), accumulate ? 1.0f : 0.0f, c,
+                static_cast<int>(ldc));
+}
+
+}  // namespace trnsim

@@ -1,0 +1,136 @@
+// KernelBuilder: automatic semaphores from memory footprints, on-chip
+// allocation, barriers and relocatable launch arguments.
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "trnsim/kernel.h"
+#include "trnsim/sim.h"
+
+using namespace trnsim;
+
+namespace {
+ChipConfig chip() { return load_chip("trn2"); }
+
+bool waits_on(const Instruction& ins, Engine e) {
+    for (int i = 0; i < ins.num_waits; ++i)
+        if (ins.waits[i].sem == static_cast<uint16_t>(e)) return true;
+    return false;
+}
+}  // namespace
+
+TEST(KernelBuilderDeps, ReadAfterWriteOnAnotherQueueWaits) {
+    KernelBuilder kb(chip(), "raw");
+    Tile a = kb.alloc_sbuf(128, {64}, DType::f32), b = kb.alloc_sbuf(128, {64}, DType::f32);
+    kb.memset(a.ap(), 1.0f);                          // Vector writes a
+    kb.activation(b.ap(), a.ap(), ActFunc::exp);      // Scalar reads a
+    Program p = kb.finish();
+    EXPECT_TRUE(waits_on(p.instrs[1], Engine::Vector));
+}
+
+TEST(KernelBuilderDeps, WriteAfterReadAndWriteAfterWriteWait) {
+    KernelBuilder kb(chip(), "war");
+    Tile a = kb.alloc_sbuf(128, {64}, DType::f32), b = kb.alloc_sbuf(128, {64}, DType::f32);
+    kb.activation(b.ap(), a.ap(), ActFunc::exp);                  // Scalar reads a, writes b
+    kb.memset(a.ap(), 0.0f, Engine::GpSimd);                       // WAR on a
+    kb.tensor_scalar(b.ap(), a.ap(), AluOp::add, 1.0f);            // WAW on b (and RAW on a)
+    Program p = kb.finish();
+    EXPECT_TRUE(waits_on(p.instrs[1], Engine::Scalar));
+    EXPECT_TRUE(waits_on(p.instrs[2], Engine::Scalar));
+    EXPECT_TRUE(waits_on(p.instrs[2], Engine::GpSimd));
+}
+
+TEST(KernelBuilderDeps, DisjointTilesAndReadsDoNotWait) {
+    KernelBuilder kb(chip(), "indep");
+    Tile a = kb.alloc_sbuf(128, {64}, DType::f32), b = kb.alloc_sbuf(128, {64}, DType::f32);
+    Tile c = kb.alloc_sbuf(128, {64}, DType::f32);
+    kb.activation(b.ap(), a.ap(), ActFunc::exp);
+    kb.tensor_scalar(c.ap(), a.ap(), AluOp::mul, 2.0f);   // also only reads a
+    kb.memset(a.rows(64, 64), 0.0f, Engine::GpSimd);       // writes half of a: waits for both readers
+    Program p = kb.finish();
+    EXPECT_EQ(p.instrs[1].num_waits, 0);
+    EXPECT_TRUE(waits_on(p.instrs[2], Engine::Scalar));
+    EXPECT_TRUE(waits_on(p.instrs[2], Engine::Vector));
+}
+
+TEST(KernelBuilderDeps, BarrierOrdersEveryQueue) {
+    KernelBuilder kb(chip(), "barrier");
+    Tile a = kb.alloc_sbuf(128, {64}, DType::f32), b = kb.alloc_sbuf(128, {64}, DType::f32);
+    kb.memset(a.ap(), 1.0f);
+    kb.barrier();
+    kb.memset(b.ap(), 2.0f, Engine::GpSimd);   // unrelated data, but after the barrier
+    Program p = kb.finish();
+    EXPECT_TRUE(waits_on(p.instrs[1], Engine::Vector));
+}
+
+TEST(KernelBuilderAlloc, SbufFullRaisesAndReleaseFrees) {
+    ChipConfig c = chip();
+    KernelBuilder kb(c, "alloc");
+    const uint32_t half = static_cast<uint32_t>(c.sbuf.bytes_per_partition / 2 / 4);
+    Tile a = kb.alloc_sbuf(128, {half}, DType::f32);
+    Tile b = kb.alloc_sbuf(128, {half}, DType::f32);
+    EXPECT_THROW(kb.alloc_sbuf(128, {16}, DType::f32), IsaError);
+    kb.release(a);
+    Tile d = kb.alloc_sbuf(128, {16}, DType::f32);
+    EXPECT_EQ(d.offset, 0u);
+    EXPECT_EQ(kb.sbuf_peak(), c.sbuf.bytes_per_partition);
+    (void)b;
+}
+
+TEST(KernelBuilderAlloc, PsumTilesNeverStraddleBanksAndRunOut) {
+    ChipConfig c = chip();
+    KernelBuilder kb(c, "psum");
+    for (uint32_t i = 0; i < c.psum.banks; ++i) {
+        Tile t = kb.alloc_psum(128, 512);
+        EXPECT_EQ(t.offset % c.psum.bank_bytes(), 0u);
+    }
+    EXPECT_THROW(kb.alloc_psum(128, 16), IsaError);
+    EXPECT_THROW(kb.alloc_psum(128, 1024), IsaError);   // larger than a bank
+}
+
+TEST(KernelBuilderArgs, RelocatableProgramRunsOnDifferentBuffers) {
+    ChipConfig c = chip();
+    NeuronCore core(c, ExecMode::Functional, 1 << 22);
+    KernelBuilder kb(c, "scale", 1 << 22);
+    Tile t = kb.alloc_sbuf(128, {16}, DType::f32);
+    AccessPattern in = hbm_matrix_ap(0, DType::f32, 128, 16, 16), out = in;
+    in.arg = 2;
+    out.arg = 1;
+    kb.dma_copy(t.ap(), in);
+    kb.tensor_scalar(t.ap(), t.ap(), AluOp::mul, 3.0f);
+    kb.dma_copy(out, t.ap());
+    Program p = kb.finish();
+    ASSERT_EQ(p.num_args(), 2u);
+    EXPECT_EQ(p.arg_extent[0], 128u * 16 * 4);
+
+    std::vector<float> x(128 * 16);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = float(i);
+    for (uint64_t base : {uint64_t(0), uint64_t(1) << 20}) {
+        std::memcpy(core.memory().hbm(base), x.data(), x.size() * 4);
+        uint64_t args[2] = {base + (1 << 19), base};
+        core.run(p, nullptr, args, 2);
+        const float* y = reinterpret_cast<const float*>(core.memory().hbm(base + (1 << 19)));
+        for (size_t i = 0; i < x.size(); i += 97) EXPECT_EQ(y[i], 3.0f * x[i]);
+    }
+    uint64_t one[1] = {0};
+    EXPECT_THROW(core.run(p, nullptr, one, 1), IsaError);
+    uint64_t beyond[2] = {(1 << 22) - 100, 0};
+    EXPECT_THROW(core.run(p, nullptr, beyond, 2), IsaError);
+}
+
+TEST(KernelBuilderArgs, AliasingArgumentsAreOrderedOnlyWhenAllowed) {
+    ChipConfig c = chip();
+    auto build = [&](bool alias) {
+        KernelBuilder kb(c, "alias", 1 << 22);
+        kb.set_args_may_alias(alias);
+        Tile t = kb.alloc_sbuf(128, {16}, DType::f32), u = kb.alloc_sbuf(128, {16}, DType::f32);
+        AccessPattern a = hbm_matrix_ap(0, DType::f32, 128, 16, 16), b = a;
+        a.arg = 1;
+        b.arg = 2;
+        kb.dma_copy(a, t.ap(), 0);   // write argument 0
+        kb.dma_copy(u.ap(), b, 1);   // read argument 1 on another queue
+        return kb.finish();
+    };
+    EXPECT_EQ(build(false).instrs[1].num_waits, 0);
+    EXPECT_EQ(build(true).instrs[1].num_waits, 1);
+}

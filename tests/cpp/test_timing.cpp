@@ -1,0 +1,262 @@
+// Timing model: the published per-instruction formulas and the overlap rules,
+// written as "this instruction ends at exactly this picosecond" assertions.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "trnsim/kernel.h"
+#include "trnsim/sim.h"
+
+using namespace trnsim;
+
+namespace {
+
+ChipConfig trn2() { return load_chip("trn2"); }
+
+int64_t ps(double cycles, double ghz) { return std::llround(cycles * 1000.0 / ghz); }
+
+struct Ran {
+    RunStats stats;
+    std::vector<InstrRecord> rec;
+};
+
+Ran run(NeuronCore& core, const Program& p) {
+    Ran r;
+    r.stats = core.run(p, &r.rec);
+    return r;
+}
+
+int64_t dur(const InstrRecord& r) { return r.end_ps - r.start_ps; }
+
+}  // namespace
+
+TEST(TimingTensorE, MatmulCostsMaxOfMovingAnd64CyclesAndStationaryReloadOnce) {
+    ChipConfig chip = trn2();
+    NeuronCore core(chip, ExecMode::TimingOnly, 1 << 20);
+    KernelBuilder kb(chip, "mm");
+    Tile st = kb.alloc_sbuf(128, {128}, DType::bf16);
+    Tile mv = kb.alloc_sbuf(128, {512}, DType::bf16);
+    Tile ps_tile = kb.alloc_psum(128, 512);
+    kb.matmul(ps_tile.ap(), st.ap(), mv.ap(), false);
+    kb.matmul(ps_tile.ap(), st.ap(), mv.ap(), true);
+    kb.matmul(ps_tile.cols(0, 32), st.ap(), mv.cols(0, 32), true);
+    Ran r = run(core, kb.finish());
+    const double ghz = chip.tensor.clock_ghz;
+    // First matmul pays the LoadStationary (TensorE was idle); the next ones have it in the background.
+    EXPECT_EQ(dur(r.rec[0]), ps(512 + chip.tensor.load_stationary_cycles, ghz));
+    EXPECT_EQ(dur(r.rec[1]), ps(512, ghz));
+    EXPECT_EQ(dur(r.rec[2]), ps(chip.tensor.min_moving_cycles, ghz));  // N=32 < 64
+    // Back to back on one queue.
+    EXPECT_EQ(r.rec[1].start_ps, r.rec[0].end_ps);
+    EXPECT_EQ(r.stats.matmul_flops, 2ull * 128 * 128 * 512 * 2 + 2ull * 128 * 128 * 32);
+}
+
+TEST(TimingTensorE, Fp32InputsRunAtQuarterRateAndFp8AtDoubleRate) {
+    ChipConfig chip = trn2();
+    NeuronCore core(chip, ExecMode::TimingOnly, 1 << 20);
+    KernelBuilder kb(chip, "mm");
+    Tile st32 = kb.alloc_sbuf(128, {128}, DType::f32), mv32 = kb.alloc_sbuf(128, {512}, DType::f32);
+    Tile st8 = kb.alloc_sbuf(128, {128}, DType::fp8_e4m3), mv8 = kb.alloc_sbuf(128, {512}, DType::fp8_e4m3);
+    Tile p = kb.alloc_psum(128, 512);
+    kb.matmul(p.ap(), st32.ap(), mv32.ap(), false);
+    kb.matmul(p.ap(), st32.ap(), mv32.ap(), false);
+    kb.matmul(p.ap(), st8.ap(), mv8.ap(), false);
+    kb.matmul(p.ap(), st8.ap(), mv8.ap(), false);
+    Ran r = run(core, kb.finish());
+    EXPECT_EQ(dur(r.rec[1]), ps(512 * chip.tensor.fp32_passes, chip.tensor.clock_ghz));
+    EXPECT_EQ(dur(r.rec[3]), ps(512.0 / chip.tensor.fp8_speedup, chip.tensor.clock_ghz));
+}
+
+TEST(TimingVectorE, TwoInputsCost2NOneInputNPlusAccessOverheads) {
+    ChipConfig chip = trn2();
+    NeuronCore core(chip, ExecMode::TimingOnly, 1 << 20);
+    KernelBuilder kb(chip, "v");
+    Tile a = kb.alloc_sbuf(128, {512}, DType::f32), b = kb.alloc_sbuf(128, {512}, DType::f32);
+    Tile c = kb.alloc_sbuf(128, {512}, DType::f32), d = kb.alloc_sbuf(128, {512}, DType::f32);
+    Tile p = kb.alloc_psum(128, 512);
+    kb.tensor_tensor(c.ap(), a.ap(), b.ap(), AluOp::add);           // 2N, 3 accesses
+    kb.tensor_scalar(d.ap(), a.ap(), AluOp::mul, 2.0f);              // N, 2 accesses
+    kb.tensor_tensor(a.ap(), b.ap(), p.ap(), AluOp::add);           // PSUM operand: N
+    kb.tensor_scalar(b.cols(0, 16), p.cols(0, 16), AluOp::mul, 2.0f);  // tiny: MIN_II
+    Ran r = run(core, kb.finish());
+    const auto& v = chip.vector;
+    EXPECT_EQ(dur(r.rec[0]), ps(2 * 512 + 3 * v.access_overhead_cycles, v.clock_ghz));
+    EXPECT_EQ(dur(r.rec[1]), ps(512 + 2 * v.access_overhead_cycles, v.clock_ghz));
+    EXPECT_EQ(dur(r.rec[2]), ps(512 + 3 * v.access_overhead_cycles, v.clock_ghz));
+    EXPECT_EQ(dur(r.rec[3]), ps(v.min_ii_cycles + 2 * v.access_overhead_cycles, v.clock_ghz));
+}
+
+TEST(TimingVectorE, DependentInstructionPaysTurnaround) {
+    ChipConfig chip = trn2();
+    NeuronCore core(chip, ExecMode::TimingOnly, 1 << 20);
+    KernelBuilder kb(chip, "dep");
+    Tile a = kb.alloc_sbuf(128, {1}, DType::f32), b = kb.alloc_sbuf(128, {1}, DType::f32);
+    kb.tensor_scalar(b.ap(), a.ap(), AluOp::add, 1.0f);
+    kb.tensor_scalar(a.ap(), b.ap(), AluOp::add, 1.0f);   // reads what the previous one wrote
+    Ran r = run(core, kb.finish());
+    const auto& v = chip.vector;
+    const double base = v.min_ii_cycles + 2 * v.access_overhead_cycles;
+    EXPECT_EQ(dur(r.rec[0]), ps(base, v.clock_ghz));
+    EXPECT_EQ(dur(r.rec[1]), ps(base + v.dependent_turnaround_cycles, v.clock_ghz));
+}
+
+TEST(TimingGpSimd, CostsFixedStartPlusN) {
+    ChipConfig chip = trn2();
+    NeuronCore core(chip, ExecMode::TimingOnly, 1 << 20);
+    KernelBuilder kb(chip, "g");
+    Tile a = kb.alloc_sbuf(128, {1000}, DType::f32);
+    kb.iota(a.ap(), Affine{});
+    Ran r = run(core, kb.finish());
+    const auto& g = chip.gpsimd;
+    EXPECT_EQ(dur(r.rec[0]), ps(g.fixed_overhead_cycles + 1000 + g.access_overhead_cycles, g.clock_ghz));
+}
+
+TEST(TimingOverlap, IndependentEnginesRunConcurrently) {
+    ChipConfig chip = trn2();
+    NeuronCore core(chip, ExecMode::TimingOnly, 1 << 20);
+    KernelBuilder kb(chip, "ovl");
+    Tile a = kb.alloc_sbuf(128, {512}, DType::f32), b = kb.alloc_sbuf(128, {512}, DType::f32);
+    Tile c = kb.alloc_sbuf(128, {512}, DType::f32), d = kb.alloc_sbuf(128, {512}, DType::f32);
+    Tile e = kb.alloc_sbuf(128, {512}, DType::f32);
+    kb.tensor_scalar(b.ap(), a.ap(), AluOp::add, 1.0f, AluOp::bypass, 0, Engine::Vector);
+    kb.activation(c.ap(), a.ap(), ActFunc::exp);
+    kb.tensor_scalar(d.ap(), a.ap(), AluOp::add, 1.0f, AluOp::bypass, 0, Engine::GpSimd);
+    kb.memset(e.ap(), 0.0f, Engine::Vector);
+    Ran r = run(core, kb.finish());
+    EXPECT_EQ(r.rec[0].start_ps, r.rec[1].start_ps);
+    EXPECT_EQ(r.rec[0].start_ps, r.rec[2].start_ps);
+    EXPECT_EQ(r.rec[3].start_ps, r.rec[0].end_ps);  // same queue: in order
+    int64_t longest = 0;
+    for (auto& x : r.rec) longest = std::max(longest, x.end_ps);
+    EXPECT_EQ(r.stats.end_ps, longest);
+}
+
+TEST(TimingOverlap, SemaphoreSerialisesDependentEngines) {
+    ChipConfig chip = trn2();
+    NeuronCore core(chip, ExecMode::TimingOnly, 1 << 20);
+    KernelBuilder kb(chip, "sem");
+    Tile a = kb.alloc_sbuf(128, {512}, DType::f32), b = kb.alloc_sbuf(128, {512}, DType::f32);
+    Tile c = kb.alloc_sbuf(128, {512}, DType::f32);
+    kb.tensor_scalar(b.ap(), a.ap(), AluOp::add, 1.0f);   // Vector writes b
+    kb.activation(c.ap(), b.ap(), ActFunc::exp);           // Scalar reads b
+    Program p = kb.finish();
+    ASSERT_EQ(p.instrs[1].num_waits, 1);
+    EXPECT_EQ(p.instrs[1].waits[0].sem, static_cast<uint16_t>(Engine::Vector));
+    EXPECT_EQ(p.instrs[1].waits[0].value, 1u);
+    Ran r = run(core, p);
+    EXPECT_EQ(r.rec[1].start_ps, r.rec[0].end_ps + std::llround(chip.sem_latency_ns * 1000));
+}
+
+TEST(TimingOverlap, UserSemaphoreWaitBeforeSignalIsADeadlock) {
+    ChipConfig chip = trn2();
+    NeuronCore core(chip, ExecMode::TimingOnly, 1 << 20);
+    Program p;
+    Instruction w;
+    w.op = Opcode::barrier;
+    w.engine = Engine::Vector;
+    w.num_waits = 1;
+    w.waits[0] = SemWait{static_cast<uint16_t>(kUserSemBase), 1};
+    p.instrs.push_back(w);
+    EXPECT_THROW(core.run(p), IsaError);
+}
+
+TEST(TimingDma, FixedLatencyPlusBytesOverQueueBandwidth) {
+    ChipConfig chip = trn2();
+    NeuronCore core(chip, ExecMode::TimingOnly, 1 << 24);
+    KernelBuilder kb(chip, "dma");
+    Tile t = kb.alloc_sbuf(128, {2048}, DType::bf16);   // 4 KiB per partition
+    kb.dma_copy(t.ap(), hbm_matrix_ap(0, DType::bf16, 128, 2048, 2048), 0);
+    Ran r = run(core, kb.finish());
+    const double bytes = 128.0 * 4096;
+    const double run_bytes = 4096;       // HBM rows are dense; the SBUF side is one 4 KiB run per partition
+    const double eff = run_bytes / (run_bytes + chip.dma.descriptor_overhead_bytes);
+    const double data_ps = bytes / (chip.dma.bytes_per_ns_per_queue * eff / 1000.0);
+    EXPECT_EQ(r.rec[0].start_ps, std::llround(chip.dma.fixed_latency_ns * 1000));
+    EXPECT_NEAR(static_cast<double>(dur(r.rec[0])), data_ps, 2.0);
+}
+
+TEST(TimingDma, SmallTransfersAreOverheadBound) {
+    ChipConfig chip = trn2();
+    NeuronCore core(chip, ExecMode::TimingOnly, 1 << 24);
+    KernelBuilder kb(chip, "dma");
+    Tile big = kb.alloc_sbuf(128, {1024}, DType::f32);
+    Tile small = kb.alloc_sbuf(128, {16}, DType::f32);
+    kb.dma_copy(big.ap(), hbm_matrix_ap(0, DType::f32, 128, 1024, 1024), 0);
+    kb.dma_copy(small.ap(), hbm_matrix_ap(1 << 20, DType::f32, 128, 16, 1024), 1);
+    Ran r = run(core, kb.finish());
+    double big_bw = 128.0 * 4096 / dur(r.rec[0]);
+    double small_bw = 128.0 * 64 / dur(r.rec[1]);
+    EXPECT_GT(big_bw, 0.9 * chip.dma.bytes_per_ns_per_queue / 1000.0);
+    EXPECT_LT(small_bw, 0.3 * chip.dma.bytes_per_ns_per_queue / 1000.0);
+}
+
+TEST(TimingDma, ConcurrentQueuesShareHbmBandwidth) {
+    ChipConfig chip = trn2();
+    // Make HBM the bottleneck: 40 GB/s per core against 23 GB/s per queue.
+    chip.hbm.bandwidth_gbps = 40.0 * chip.physical_cores;
+    chip.dma.descriptor_overhead_bytes = 0;
+    NeuronCore core(chip, ExecMode::TimingOnly, 1 << 24);
+    KernelBuilder kb(chip, "share");
+    Tile a = kb.alloc_sbuf(128, {1024}, DType::f32), b = kb.alloc_sbuf(128, {1024}, DType::f32);
+    const double bytes = 128.0 * 4096;
+    kb.dma_copy(a.ap(), hbm_matrix_ap(0, DType::f32, 128, 1024, 1024), 0);
+    kb.dma_copy(b.ap(), hbm_matrix_ap(1 << 20, DType::f32, 128, 1024, 1024), 1);
+    Ran r = run(core, kb.finish());
+    const double q = chip.dma.bytes_per_ns_per_queue / 1000.0, h = 40.0 / 1000.0;
+    const double t0 = chip.dma.fixed_latency_ns * 1000;
+    // The first transfer keeps its full queue rate; the second gets what HBM has left (h - q),
+    // then its own queue rate once the first is done.
+    const double t1 = bytes / q;
+    EXPECT_NEAR(r.rec[0].end_ps, t0 + t1, 2.0);
+    EXPECT_NEAR(r.rec[1].end_ps, t0 + t1 + (bytes - (h - q) * t1) / q, 2.0);
+    // An SBUF->SBUF copy does not touch HBM and is not slowed by it.
+    KernelBuilder kb2(chip, "local");
+    Tile c = kb2.alloc_sbuf(128, {1024}, DType::f32), d = kb2.alloc_sbuf(128, {1024}, DType::f32);
+    kb2.dma_copy(d.ap(), c.ap(), 2);
+    Ran r2 = run(core, kb2.finish());
+    EXPECT_NEAR(static_cast<double>(dur(r2.rec[0])), bytes / q, 2.0);
+}
+
+TEST(TimingModes, TimingOnlyEqualsFunctional) {
+    ChipConfig chip = trn2();
+    auto build = [&] {
+        KernelBuilder kb(chip, "mixed", 1 << 22);
+        Tile a = kb.alloc_sbuf(128, {256}, DType::bf16), b = kb.alloc_sbuf(128, {512}, DType::bf16);
+        Tile o = kb.alloc_sbuf(128, {512}, DType::f32);
+        Tile p = kb.alloc_psum(128, 512);
+        kb.dma_copy(a.cols(0, 128), hbm_matrix_ap(0, DType::bf16, 128, 128, 128));
+        kb.dma_copy(b.ap(), hbm_matrix_ap(65536, DType::bf16, 128, 512, 512));
+        kb.matmul(p.ap(), a.cols(0, 128), b.ap(), false);
+        kb.activation(o.ap(), p.ap(), ActFunc::gelu);
+        kb.tensor_reduce(a.cols(128, 1), o.ap(), ReduceOp::max);
+        kb.dma_copy(hbm_matrix_ap(1 << 20, DType::f32, 128, 512, 512), o.ap());
+        return kb.finish();
+    };
+    NeuronCore f(chip, ExecMode::Functional, 1 << 22), t(chip, ExecMode::TimingOnly, 1 << 22);
+    Ran rf = run(f, build()), rt = run(t, build());
+    ASSERT_EQ(rf.rec.size(), rt.rec.size());
+    for (size_t i = 0; i < rf.rec.size(); ++i) {
+        EXPECT_EQ(rf.rec[i].start_ps, rt.rec[i].start_ps) << i;
+        EXPECT_EQ(rf.rec[i].end_ps, rt.rec[i].end_ps) << i;
+    }
+    EXPECT_EQ(rf.stats.end_ps, rt.stats.end_ps);
+}
+
+TEST(TimingModes, ProgramsRunAfterEachOtherAndTimeIsDeterministic) {
+    ChipConfig chip = trn2();
+    auto once = [&] {
+        NeuronCore core(chip, ExecMode::TimingOnly, 1 << 22);
+        std::vector<int64_t> ends;
+        for (int i = 0; i < 3; ++i) {
+            KernelBuilder kb(chip, "p", 1 << 22);
+            Tile a = kb.alloc_sbuf(128, {512}, DType::f32);
+            kb.dma_copy(a.ap(), hbm_matrix_ap(0, DType::f32, 128, 512, 512));
+            kb.activation(a.ap(), a.ap(), ActFunc::exp);
+            RunStats s = core.run(kb.finish());
+            if (!ends.empty()) EXPECT_GE(s.start_ps, ends.back());
+            ends.push_back(s.end_ps);
+        }
+        return ends;
+    };
+    EXPECT_EQ(once(), once());
+}
