@@ -29,6 +29,7 @@ struct StreamEngineConfig {
     uint32_t access_overhead_cycles = 0;  // per tensor access (SBUF/PSUM), ~60
     uint32_t dependent_turnaround_cycles = 0;  // extra when waiting on the previous instr's result
     bool bf16_fast_mode = false;          // v3+: 2x elements/cycle for 2-byte dtypes where allowed
+    uint32_t two_input_cycles_per_elem = 2;  // tensor_tensor with both operands in SBUF: cycles per element
 };
 
 struct TensorEngineConfig {

@@ -3,6 +3,7 @@
 // their programs from these functions.
 #pragma once
 #include <cstdint>
+#include <functional>
 
 #include "trnsim/kernel.h"
 
@@ -40,6 +41,11 @@ struct MatmulArgs {
     int64_t a_batch_stride = 0, b_batch_stride = 0, c_batch_stride = 0;
     float alpha = 1.0f;                 // scales A @ B (before the addend and 'accumulate')
     MatmulAddend addend;
+    // Optional: called on each finished output tile in SBUF ([rows, cols] of c_dtype, holding
+    // C[row0.., col0..] of problem 'batch') just before its store; it may rewrite the tile in
+    // place (the compiler's fused epilogues: activation, residual, cast).
+    std::function<void(KernelBuilder& kb, const AccessPattern& tile, uint32_t batch, uint32_t row0, uint32_t col0)>
+        epilogue;
 };
 
 // Blocked, double-buffered matmul: panels of A^T and B are loaded into SBUF in

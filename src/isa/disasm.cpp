@@ -63,6 +63,11 @@ void write_operands(std::ostringstream& os, const Instruction& ins) {
         case Opcode::dma_copy:
         case Opcode::nc_transpose:
         case Opcode::tensor_copy: os << " " << ap_text(ins.dst) << " <- " << ap_text(ins.src0); break;
+        case Opcode::dma_gather:
+        case Opcode::dma_scatter_add:
+            os << " " << ap_text(ins.dst) << (ins.op == Opcode::dma_gather ? " <- " : " += ") << ap_text(ins.src0)
+               << " indices " << ap_text(ins.src1);
+            break;
         case Opcode::nc_matmul:
             os << " " << ap_text(ins.dst) << " <- " << ap_text(ins.src0) << ", " << ap_text(ins.src1);
             if (ins.flags & F_ACCUMULATE) os << " accumulate";

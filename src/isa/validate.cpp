@@ -160,6 +160,7 @@ private:
                 check_reduce_enum();
                 return;
             case Opcode::tensor_scalar:
+            case Opcode::tensor_tensor_scan:
                 check_alu_enum("alu1", ins_.alu1);
                 [[fallthrough]];
             case Opcode::tensor_tensor:
@@ -276,6 +277,8 @@ private:
     void check_opcode_rules() const {
         switch (ins_.op) {
             case Opcode::dma_copy: return check_dma_copy();
+            case Opcode::dma_gather:
+            case Opcode::dma_scatter_add: return check_dma_indirect();
             case Opcode::nc_matmul: return check_matmul();
             case Opcode::nc_transpose: return check_transpose();
             case Opcode::activation: return check_activation();
@@ -287,6 +290,14 @@ private:
                 check_bitwise_operand(ins_.alu0, "src1", ins_.src1);
                 return;
             case Opcode::tensor_scalar: return check_tensor_scalar();
+            case Opcode::tensor_tensor_scan:
+                check_same_shape("dst", ins_.dst, "src0", ins_.src0);
+                check_same_shape("dst", ins_.dst, "src1", ins_.src1);
+                if (uses_flag(F_S1_AP) && ins_.src2.free_elems() != 1)
+                    fail("src2 (initial) must be one element per partition, got ", ins_.src2.free_elems());
+                if (uses_flag(F_S1_AP) && ins_.src2.partitions != ins_.dst.partitions)
+                    fail("src2 (initial) partitions ", ins_.src2.partitions, " != dst partitions ", ins_.dst.partitions);
+                return;
             case Opcode::tensor_reduce: return check_tensor_reduce();
             case Opcode::tensor_copy:
             case Opcode::affine_select: check_same_shape("dst", ins_.dst, "src0", ins_.src0); return;
@@ -308,6 +319,26 @@ private:
         if (ins_.dst.space == MemSpace::PSUM) fail("dst in psum: DMA cannot write PSUM");
         if (ins_.dst.elems() != ins_.src0.elems())
             fail("dst elements ", ins_.dst.elems(), " != src0 elements ", ins_.src0.elems(), " (element count)");
+    }
+
+    // Indirect DMA: a table [1, rows, row...], the other side [P, n * row], indices src1 [P, n] i32 in SBUF.
+    void check_dma_indirect() const {
+        const bool gather = ins_.op == Opcode::dma_gather;
+        const AccessPattern& table = gather ? ins_.src0 : ins_.dst;
+        const AccessPattern& rows = gather ? ins_.dst : ins_.src0;
+        const char* table_name = gather ? "src0 (table)" : "dst (table)";
+        const char* rows_name = gather ? "dst" : "src0";
+        if (ins_.dst.space == MemSpace::PSUM) fail("dst in psum: DMA cannot write PSUM");
+        check_in_space("src1 (indices)", ins_.src1, MemSpace::SBUF);
+        if (ins_.src1.dtype != DType::i32)
+            fail("src1 (indices) dtype ", dtype_name(ins_.src1.dtype), " must be i32");
+        if (table.partitions != 1) fail(table_name, " partitions ", table.partitions, " must be 1 (rows are its first free dim)");
+        if (ins_.src1.partitions != rows.partitions)
+            fail("src1 (indices) partitions ", ins_.src1.partitions, " != ", rows_name, " partitions ", rows.partitions);
+        const uint64_t row_elems = table.free_elems() / table.size[0];
+        if (rows.free_elems() != ins_.src1.free_elems() * row_elems)
+            fail(rows_name, " free elements ", rows.free_elems(), " != indices per partition ",
+                 ins_.src1.free_elems(), " x row elements ", row_elems, " (indirect shape)");
     }
 
     void check_matmul() const {

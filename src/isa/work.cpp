@@ -29,6 +29,8 @@ uint64_t instruction_flops(const Instruction& ins) {
         case Opcode::tensor_scalar: return ins.dst.elems() * (ins.alu1 != AluOp::bypass ? 2 : 1);
         case Opcode::tensor_reduce: return ins.src0.elems();
         case Opcode::dma_copy:
+        case Opcode::dma_gather:
+        case Opcode::dma_scatter_add:
         case Opcode::nc_transpose:
         case Opcode::memset:
         case Opcode::iota:
@@ -42,6 +44,16 @@ uint64_t instruction_flops(const Instruction& ins) {
 // reads and writes). Compute engines never touch HBM.
 uint64_t instruction_hbm_bytes(const Instruction& ins) {
     require_valid_opcode(ins, "instruction_hbm_bytes");
+    if (ins.op == Opcode::dma_gather || ins.op == Opcode::dma_scatter_add) {
+        // The rows moved, on each HBM side; a scatter-add reads and writes its table rows.
+        const bool gather = ins.op == Opcode::dma_gather;
+        const AccessPattern& table = gather ? ins.src0 : ins.dst;
+        const AccessPattern& rows = gather ? ins.dst : ins.src0;
+        uint64_t bytes = 0;
+        if (table.space == MemSpace::HBM) bytes += rows.elems() * dtype_size(table.dtype) * (gather ? 1 : 2);
+        if (rows.space == MemSpace::HBM) bytes += rows.bytes();
+        return bytes;
+    }
     if (ins.op != Opcode::dma_copy) return 0;
     uint64_t bytes = 0;
     if (ins.src0.space == MemSpace::HBM) bytes += ins.src0.bytes();

@@ -206,6 +206,8 @@ void operands(const Instruction& ins, std::vector<Footprint>& reads, std::vector
         case Opcode::iota: break;
         case Opcode::nc_matmul:
         case Opcode::tensor_tensor:
+        case Opcode::dma_gather:
+        case Opcode::dma_scatter_add:   // (a scatter-add also reads dst: ordered by its write)
             reads.push_back(footprint(ins.src0));
             reads.push_back(footprint(ins.src1));
             break;

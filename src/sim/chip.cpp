@@ -68,6 +68,8 @@ void add_stream_engine(std::vector<Field>& fields, const std::string& name,
     fields.push_back({name + ".dependent_turnaround_cycles", Kind::NonNegativeInt,
                       member(&StreamEngineConfig::dependent_turnaround_cycles)});
     fields.push_back({name + ".bf16_fast_mode", Kind::Bool, member(&StreamEngineConfig::bf16_fast_mode)});
+    fields.push_back({name + ".two_input_cycles_per_elem", Kind::PositiveInt,
+                      member(&StreamEngineConfig::two_input_cycles_per_elem)});
 }
 
 // Every YAML field, in the order of ChipConfig (and of the preset files).

@@ -168,11 +168,24 @@ TEST(TimingDma, FixedLatencyPlusBytesOverQueueBandwidth) {
     kb.dma_copy(t.ap(), hbm_matrix_ap(0, DType::bf16, 128, 2048, 2048), 0);
     Ran r = run(core, kb.finish());
     const double bytes = 128.0 * 4096;
-    const double run_bytes = 4096;       // HBM rows are dense; the SBUF side is one 4 KiB run per partition
+    // Efficiency follows the HBM side's contiguous run: 128 dense rows of 4 KiB are one 512 KiB run
+    // (the SBUF side's 4 KiB per partition does not limit it).
+    const double run_bytes = bytes;
     const double eff = run_bytes / (run_bytes + chip.dma.descriptor_overhead_bytes);
     const double data_ps = bytes / (chip.dma.bytes_per_ns_per_queue * eff / 1000.0);
     EXPECT_EQ(r.rec[0].start_ps, std::llround(chip.dma.fixed_latency_ns * 1000));
     EXPECT_NEAR(static_cast<double>(dur(r.rec[0])), data_ps, 2.0);
+}
+
+TEST(TimingDma, EfficiencyFollowsTheHbmRunNotTheSbufPartitionRun) {
+    ChipConfig chip = trn2();
+    NeuronCore core(chip, ExecMode::TimingOnly, 1 << 24);
+    KernelBuilder kb(chip, "dma");
+    Tile t = kb.alloc_sbuf(8, {128}, DType::bf16);   // 8 partitions x 256 B, one dense 2 KiB run in HBM
+    kb.dma_copy(t.ap(), hbm_matrix_ap(0, DType::bf16, 8, 128, 128), 0);
+    Ran r = run(core, kb.finish());
+    const double eff = 2048.0 / (2048.0 + chip.dma.descriptor_overhead_bytes);
+    EXPECT_NEAR(static_cast<double>(dur(r.rec[0])), 2048.0 / (chip.dma.bytes_per_ns_per_queue * eff / 1000.0), 2.0);
 }
 
 TEST(TimingDma, SmallTransfersAreOverheadBound) {

@@ -150,7 +150,7 @@ void build_matmul(KernelBuilder& kb, const MatmulArgs& args) {
     for (auto& t : psum) t = kb.alloc_psum(kTileM, kTileN);
     std::array<Tile, 2> psum_t;
     if (!a.a_transposed || a.b_transposed)
-        for (auto& t : psum_t) t = kb.alloc_psum(kTileK, kTileM);
+        for (auto& t : psum_t) t = kb.alloc_psum(kTileK, kTileN);
 
     // Stores use their own DMA queues at the end of the range, so after the first prefetches a
     // store never waits behind a load.
@@ -193,6 +193,7 @@ void build_matmul(KernelBuilder& kb, const MatmulArgs& args) {
         if (last_part) {
             if (!has_addend && a.alpha == 1.0f) {
                 kb.tensor_tensor(st_ap, sum, *last_part, AluOp::add, Engine::Vector);
+                if (a.epilogue) a.epilogue(kb, st_ap, bi, row0, col0);
                 store(C.block(bi, row0, ms, col0, ns), st_ap);
                 return;
             }
@@ -221,6 +222,7 @@ void build_matmul(KernelBuilder& kb, const MatmulArgs& args) {
         } else if (a.alpha == 1.0f) {
             kb.tensor_copy(st_ap, sum, evac);
         }
+        if (a.epilogue) a.epilogue(kb, st_ap, bi, row0, col0);
         store(C.block(bi, row0, ms, col0, ns), st_ap);
     };
 
@@ -234,21 +236,33 @@ void build_matmul(KernelBuilder& kb, const MatmulArgs& args) {
                 }
     }
 
-    // Loads 'rows' [count, kbsz] tiles of an operand stored the other way round and transposes them
-    // on the TensorE into panel columns [c0, c0+count).
+    // Loads [count, kbsz] row tiles of an operand stored the other way round and transposes them
+    // on the TensorE into panel columns [c0, c0+count): up to 4 transposes fill one PSUM bank and
+    // leave it with one copy.
     auto load_transposed = [&](const std::array<Tile, 2>& row_tiles, const HbmMatrix& src, uint32_t bi, uint32_t r0,
                                uint32_t count, uint32_t k0, uint32_t kbsz, uint32_t nkt, const Tile& panel,
                                uint32_t width, uint32_t c0) {
+        constexpr uint32_t kPerBank = kTileN / kTileM;
         for (uint32_t r = 0; r < count; r += kTileM) {
             const uint32_t n = std::min(kTileM, count - r);
             const Tile& rows = row_tiles[rows_next ^= 1];
-            load(rows.region(0, n, 0, kbsz), src.block(bi, r0 + r, n, k0, kbsz));
-            for (uint32_t kt = 0; kt < nkt; ++kt) {
-                const uint32_t ks = std::min(kTileK, kbsz - kt * kTileK);
+            const uint32_t full_kt = kbsz / kTileK;   // k tiles of 128 (a ragged last one goes alone)
+            for (uint32_t kt0 = 0; kt0 < nkt;) {
+                const uint32_t group = kt0 < full_kt ? std::min(kPerBank, full_kt - kt0) : 1;
+                const uint32_t ks = std::min(kTileK, kbsz - kt0 * kTileK);
+                // Each group's columns load on their own queue, so a wide row tile streams in parallel.
+                const uint32_t cols = (group - 1) * kTileK + ks;
+                load(rows.region(0, n, kt0 * kTileK, cols), src.block(bi, r0 + r, n, k0 + kt0 * kTileK, cols));
                 const Tile& pt = psum_t[tpose_next ^= 1];
-                kb.transpose(pt.region(0, ks, 0, n), rows.region(0, n, kt * kTileK, ks));
-                kb.tensor_copy(panel_ap(panel, kt, width, ks, c0 + r, n), pt.region(0, ks, 0, n),
-                               (evac_next++ & 1) ? Engine::Scalar : Engine::Vector);
+                for (uint32_t g = 0; g < group; ++g)
+                    kb.transpose(pt.region(0, ks, g * kTileM, n), rows.region(0, n, (kt0 + g) * kTileK, ks));
+                AccessPattern from = pt.region(0, ks, 0, n), to = panel_ap(panel, kt0, width, ks, c0 + r, n);
+                from.ndim = to.ndim = 2;
+                from.size = to.size = {group, n, 1, 1};
+                from.stride = {kTileM, 1, 0, 0};
+                to.stride = {width, 1, 0, 0};
+                kb.tensor_copy(to, from, (evac_next++ & 1) ? Engine::Scalar : Engine::Vector);
+                kt0 += group;
             }
         }
     };

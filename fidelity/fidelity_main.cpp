@@ -1,0 +1,65 @@
+// trnsim_fidelity: simulates every published kernel measurement of the fidelity
+// suite and prints the comparison table, the summary and the BENCH lines.
+//   trnsim_fidelity [substring]   only the cases whose name contains substring
+#include <cmath>
+#include <cstdio>
+#include <string>
+
+#include "fidelity.h"
+
+using namespace trnsim::fidelity;
+
+namespace {
+
+std::string opt_us(double v) {
+    if (v < 0) return "-";
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.1f", v);
+    return buf;
+}
+std::string opt_n(long v) { return v < 0 ? "-" : std::to_string(v); }
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    const std::string filter = argc > 1 ? argv[1] : "";
+    std::vector<Result> results;
+    std::printf("%-34s %-5s %12s %12s %8s  %s\n", "case", "chip", "measured_us", "simulated_us", "error", "counted");
+    for (const Case& c : all_cases()) {
+        if (!filter.empty() && c.name.find(filter) == std::string::npos) continue;
+        Result r = run_case(c);
+        results.push_back(r);
+        std::printf("%-34s %-5s %12.3f %12.3f %+7.1f%%  %s\n", c.name.c_str(), c.chip.c_str(), c.measured_us,
+                    r.simulated_us, 100 * r.error, c.counted ? "yes" : "no (second source)");
+        const Published& p = c.published;
+        if (p.tensor_busy_us >= 0 || p.vector_busy_us >= 0 || p.scalar_busy_us >= 0 || p.dma_active_us >= 0)
+            std::printf("    busy us (published/simulated): TE %s/%.1f  VE %s/%.1f  ACT %s/%.1f  DMA %s/%.1f\n",
+                        opt_us(p.tensor_busy_us).c_str(), r.tensor_busy_us, opt_us(p.vector_busy_us).c_str(),
+                        r.vector_busy_us, opt_us(p.scalar_busy_us).c_str(), r.scalar_busy_us,
+                        opt_us(p.dma_active_us).c_str(), r.dma_active_us);
+        if (p.matmul_instrs >= 0 || p.vector_instrs >= 0 || p.scalar_instrs >= 0)
+            std::printf("    instructions (published/simulated): matmul %s/%ld  VE %s/%ld  ACT %s/%ld\n",
+                        opt_n(p.matmul_instrs).c_str(), r.matmul_instrs, opt_n(p.vector_instrs).c_str(),
+                        r.vector_instrs, opt_n(p.scalar_instrs).c_str(), r.scalar_instrs);
+        std::fflush(stdout);
+    }
+    Summary s = summarize(results);
+    std::printf("# %d counted points: median |error| %.1f%%, worst |error| %.1f%%\n", s.points,
+                100 * s.median_abs_error, 100 * s.max_abs_error);
+    // The same over every listed point, second sources included.
+    std::vector<Case> all_counted;
+    all_counted.reserve(results.size());
+    for (const Result& r : results) {
+        all_counted.push_back(*r.c);
+        all_counted.back().counted = true;
+    }
+    std::vector<Result> every = results;
+    for (size_t i = 0; i < every.size(); ++i) every[i].c = &all_counted[i];
+    Summary e = summarize(every);
+    std::printf("# all %d listed points: median |error| %.1f%%, worst |error| %.1f%%\n", e.points,
+                100 * e.median_abs_error, 100 * e.max_abs_error);
+    std::printf("BENCH fidelity_median_abs_error %.4f fraction\n", s.median_abs_error);
+    std::printf("BENCH fidelity_max_abs_error %.4f fraction\n", s.max_abs_error);
+    std::printf("BENCH fidelity_points %d count\n", s.points);
+    return 0;
+}

@@ -1,0 +1,45 @@
+// The fidelity kernels: each follows one published kernel's structure (shapes,
+// dtypes, tiling, loop order, engines, buffering). Every function returns a
+// finished kernel (one or more programs run back to back) for the given chip.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "trnsim/kernel.h"
+
+namespace trnsim::fidelity {
+
+// ---- matmul (kernels/matmul.cpp): result[M,N] = lhsT[K,M]^T @ rhs[K,N]
+struct MatmulShape {
+    uint32_t M, N, K;
+    DType dtype;
+};
+std::vector<Program> matmul_tiled(const ChipConfig& chip, const MatmulShape& s);
+std::vector<Program> matmul_hoisted(const ChipConfig& chip, const MatmulShape& s);
+std::vector<Program> matmul_block_free(const ChipConfig& chip, const MatmulShape& s, uint32_t tiles_m, uint32_t tiles_n);
+std::vector<Program> matmul_blocked(const ChipConfig& chip, const MatmulShape& s, uint32_t tiles_m, uint32_t tiles_n,
+                       uint32_t tiles_k, int panel_buffers);
+
+// ---- micro measurements (kernels/micro.cpp)
+// One HBM->SBUF transfer of 'bytes' onto 'partitions' partitions on DMA engine 0.
+std::vector<Program> dma_single_engine(const ChipConfig& chip, uint32_t partitions, uint32_t bytes_per_partition);
+// A [128, cols] bf16 HBM->SBUF load spread over the engines by 8-partition groups.
+std::vector<Program> dma_spread_load(const ChipConfig& chip, uint32_t cols);
+// Concurrent loads and stores of 'bytes' each on all 16 engines, 'rounds' per engine.
+std::vector<Program> dma_loaded(const ChipConfig& chip, uint32_t bytes, int rounds);
+// A chain of dependent 1-element ScalarE activations.
+std::vector<Program> scalar_dependent_chain(const ChipConfig& chip, int length);
+
+}  // namespace trnsim::fidelity
+
+namespace trnsim::fidelity {
+
+// ---- fused Mamba (kernels/mamba.cpp), fp32
+struct MambaShape {
+    uint32_t batch, channels, seq, state;
+};
+std::vector<Program> mamba_v1(const ChipConfig& chip, const MambaShape& s);
+std::vector<Program> mamba_v2(const ChipConfig& chip, const MambaShape& s);
+std::vector<Program> mamba_v3(const ChipConfig& chip, const MambaShape& s, uint32_t seq_tile);
+
+}  // namespace trnsim::fidelity

@@ -1,0 +1,155 @@
+// fuse_matmul_epilogue: a 2-D matmul (or addmm) followed by a chain of pointwise ops (bias,
+// activation, residual, cast; reshapes of the result are followed through) becomes one
+// fused_matmul node: the chain runs on each output tile as it leaves PSUM, before the store.
+#include "passes.h"
+
+namespace trnsim::compiler {
+
+namespace {
+
+constexpr size_t kMaxEpilogueOperands = 3;
+
+bool is_2d_matrix(const Value& v) {
+    return v.sizes.size() == 2 && (v.strides[1] == 1 || v.strides[0] == 1 || v.sizes[0] == 1 || v.sizes[1] == 1);
+}
+
+// Broadcast strides of operand 'v' over 'shape' (trailing-aligned); false if it does not broadcast.
+bool broadcast_strides(const Value& v, const std::vector<int64_t>& shape, std::vector<int64_t>* st) {
+    if (v.sizes.size() > shape.size()) return false;
+    st->assign(shape.size(), 0);
+    const size_t lead = shape.size() - v.sizes.size();
+    for (size_t d = 0; d < v.sizes.size(); ++d) {
+        if (v.sizes[d] == shape[lead + d]) (*st)[lead + d] = v.sizes[d] == 1 ? 0 : v.strides[d];
+        else if (v.sizes[d] != 1) return false;
+    }
+    return true;
+}
+
+// (row stride, col stride) of operand v broadcast over 'shape' seen as a [M, N] matrix
+// (leading dims merged into rows); false if the leading dims do not merge.
+bool matrix_strides(const Value& v, const std::vector<int64_t>& shape, std::pair<int64_t, int64_t>* rc) {
+    std::vector<int64_t> st;
+    if (shape.empty() || !broadcast_strides(v, shape, &st)) return false;
+    int64_t row_stride = -1, rows_inside = 1;
+    for (int64_t d = static_cast<int64_t>(shape.size()) - 2; d >= 0; --d) {
+        if (shape[d] == 1) continue;
+        if (row_stride < 0) row_stride = st[d];
+        if (st[d] != row_stride * rows_inside) return false;
+        rows_inside *= shape[d];
+    }
+    *rc = {std::max<int64_t>(row_stride, 0), st.back()};
+    return true;
+}
+
+// A pointwise step the epilogue can apply (chain value 'cur' of shape 'shape' is one operand).
+bool epilogue_step_ok(const Graph& g, const Node& n, const std::vector<int64_t>& shape) {
+    if (n.outputs.size() != 1 || g.values[n.outputs[0]].sizes != shape) return false;
+    switch (n.op) {
+        case Op::unary: return n.i0 != static_cast<int64_t>(ops::Unary::logical_not);
+        case Op::binary_scalar:
+        case Op::copy: return true;
+        case Op::binary: return n.f0 == 1.0f;
+        default: return false;
+    }
+}
+
+}  // namespace
+
+void fuse_matmul_epilogue(Graph& g, PassContext& ctx) {
+    auto users = g.users();
+    for (int i : g.live_nodes()) {
+        if (g.nodes[i].dead) continue;
+        const Node& mm = g.nodes[i];
+        if (mm.op != Op::matmul && mm.op != Op::addmm) continue;
+        const bool addmm = mm.op == Op::addmm;
+        const int a = mm.inputs[addmm ? 1 : 0], b = mm.inputs[addmm ? 2 : 1];
+        if (!is_2d_matrix(g.values[a]) || !is_2d_matrix(g.values[b])) continue;
+        const int product = mm.outputs[0];
+        const DType product_dtype = g.values[product].dtype;
+
+        Node fused;
+        fused.op = Op::fused_matmul;
+        fused.inputs = {a, b};
+        fused.f0 = addmm ? mm.f0 : 1.0f;
+        fused.f1 = addmm ? mm.f1 : 0.0f;
+        if (addmm) {
+            std::pair<int64_t, int64_t> rc;
+            if (!matrix_strides(g.values[mm.inputs[0]], g.values[product].sizes, &rc)) continue;
+            fused.inputs.push_back(mm.inputs[0]);
+            fused.dims = {rc.first, rc.second};
+            fused.i1 = 1;
+        }
+        Step first;
+        first.op = Op::matmul;
+        first.dtype = product_dtype;
+        fused.body.push_back(first);
+        fused.label = addmm ? "addmm" : "matmul";
+
+        // Follow the chain of sole users.
+        int cur = product, last_node = i;
+        std::vector<int> chain;
+        for (;;) {
+            const int u = sole_user(g, users, cur);
+            if (u < 0) break;
+            const Node& n = g.nodes[u];
+            if (n.op == Op::view) {
+                const Value& out = g.values[n.outputs[0]];
+                if (!out.is_contiguous() || out.offset != 0 || out.sizes.empty() ||
+                    out.sizes.back() != g.values[cur].sizes.back())
+                    break;
+                chain.push_back(u);
+                cur = n.outputs[0];
+                continue;
+            }
+            const std::vector<int64_t> shape = g.values[cur].sizes;
+            if (!epilogue_step_ok(g, n, shape)) break;
+            Step s;
+            s.op = n.op;
+            s.i0 = n.i0;
+            s.i1 = n.i1;
+            s.f0 = n.f0;
+            s.f1 = n.f1;
+            s.dtype = g.values[n.outputs[0]].dtype;
+            size_t extra = fused.inputs.size() - (addmm ? 3 : 2);
+            const size_t inputs_before = fused.inputs.size();
+            bool ok = true;
+            for (int in : n.inputs) {
+                if (in == cur) {
+                    s.args.push_back(-static_cast<int>(fused.body.size()));   // the previous step's result
+                    continue;
+                }
+                std::pair<int64_t, int64_t> rc;
+                if (++extra > kMaxEpilogueOperands || !matrix_strides(g.values[in], shape, &rc)) ok = false;
+                s.args.push_back(static_cast<int>(fused.inputs.size()));
+                fused.inputs.push_back(in);
+                fused.dims.push_back(rc.first);
+                fused.dims.push_back(rc.second);
+            }
+            if (!ok) {
+                fused.inputs.resize(inputs_before);
+                fused.dims.resize(2 * (inputs_before - 2));
+                break;
+            }
+            fused.body.push_back(s);
+            fused.label += std::string(",") + op_name(n.op);
+            chain.push_back(u);
+            cur = n.outputs[0];
+            last_node = u;
+        }
+        // Trailing reshapes without a step after them stay views of the fused result.
+        while (!chain.empty() && g.nodes[chain.back()].op == Op::view) chain.pop_back();
+        if (fused.body.size() < 2) continue;
+        const DType out_dtype = g.values[g.nodes[chain.back()].outputs[0]].dtype;
+        if (out_dtype != product_dtype && out_dtype != DType::f32) continue;   // exact rounding of the product
+        last_node = chain.back();
+        fused.outputs = {g.nodes[last_node].outputs[0]};
+        g.nodes[i].dead = true;
+        for (int c : chain)
+            if (c != last_node) g.nodes[c].dead = true;
+        replace_node(g, last_node, std::move(fused));
+        users = g.users();
+        ++ctx.stats["fused_matmul_epilogue"];
+    }
+}
+
+}  // namespace trnsim::compiler

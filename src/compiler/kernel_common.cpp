@@ -1,0 +1,116 @@
+// One fused step as ISA instructions, and the engine balancer of the fused kernels.
+#include "kernel_common.h"
+
+namespace trnsim::compiler {
+
+namespace {
+
+ActFunc act_for(ops::Unary u) {
+    using ops::Unary;
+    switch (u) {
+        case Unary::identity: return ActFunc::identity;
+        case Unary::neg: return ActFunc::neg;
+        case Unary::abs: return ActFunc::abs;
+        case Unary::exp: return ActFunc::exp;
+        case Unary::log: return ActFunc::log;
+        case Unary::sqrt: return ActFunc::sqrt;
+        case Unary::rsqrt: return ActFunc::rsqrt;
+        case Unary::reciprocal: return ActFunc::reciprocal;
+        case Unary::sigmoid: return ActFunc::sigmoid;
+        case Unary::tanh: return ActFunc::tanh;
+        case Unary::relu: return ActFunc::relu;
+        case Unary::gelu: return ActFunc::gelu;
+        case Unary::gelu_tanh: return ActFunc::gelu_tanh;
+        case Unary::silu: return ActFunc::silu;
+        case Unary::sin: return ActFunc::sin;
+        case Unary::cos: return ActFunc::cos;
+        case Unary::erf: return ActFunc::erf;
+        case Unary::square: return ActFunc::square;
+        case Unary::sign: return ActFunc::sign;
+        case Unary::softplus: return ActFunc::softplus;
+        case Unary::logical_not: break;
+    }
+    throw CompileError("fused step: unary op " + std::to_string(static_cast<int>(u)) + " has no activation function");
+}
+
+AluOp alu_for(ops::Binary b) {
+    using ops::Binary;
+    switch (b) {
+        case Binary::add: return AluOp::add;
+        case Binary::sub: return AluOp::sub;
+        case Binary::mul: return AluOp::mul;
+        case Binary::div: return AluOp::div;
+        case Binary::maximum: return AluOp::max;
+        case Binary::minimum: return AluOp::min;
+        case Binary::pow: return AluOp::pow;
+        case Binary::fmod: return AluOp::mod;
+        case Binary::eq: return AluOp::eq;
+        case Binary::ne: return AluOp::ne;
+        case Binary::lt: return AluOp::lt;
+        case Binary::le: return AluOp::le;
+        case Binary::gt: return AluOp::gt;
+        case Binary::ge: return AluOp::ge;
+        case Binary::logical_and: return AluOp::logical_and;
+        case Binary::logical_or: return AluOp::logical_or;
+        case Binary::logical_xor: return AluOp::logical_xor;
+        case Binary::bitwise_and: return AluOp::bitwise_and;
+        case Binary::bitwise_or: return AluOp::bitwise_or;
+        case Binary::bitwise_xor: return AluOp::bitwise_xor;
+    }
+    throw CompileError("fused step: unknown binary op " + std::to_string(static_cast<int>(b)));
+}
+
+const StreamEngineConfig& engine_config(const ChipConfig& chip, Engine e) {
+    return e == Engine::Scalar ? chip.scalar : e == Engine::GpSimd ? chip.gpsimd : chip.vector;
+}
+
+}  // namespace
+
+Engine EngineBalancer::pick(std::initializer_list<Engine> allowed, uint64_t elems) {
+    Engine best = *allowed.begin();
+    double best_end = 0;
+    bool first = true;
+    for (Engine e : allowed) {
+        const StreamEngineConfig& c = engine_config(chip_, e);
+        const double cycles = std::max<double>(static_cast<double>(elems) / std::max(1u, c.elems_per_cycle), c.min_ii_cycles) +
+                              c.fixed_overhead_cycles + c.access_overhead_cycles;
+        const double end = busy_ns_[static_cast<int>(e)] + cycles / c.clock_ghz;
+        if (first || end < best_end) best = e, best_end = end, first = false;
+    }
+    busy_ns_[static_cast<int>(best)] = best_end;
+    return best;
+}
+
+AccessPattern with_dtype(AccessPattern ap, DType dt) {
+    ap.dtype = dt;
+    return ap;
+}
+
+void emit_step(KernelBuilder& kb, EngineBalancer& engines, const Step& s, const AccessPattern& dst,
+               const std::vector<AccessPattern>& args) {
+    const uint64_t elems = dst.free_elems();
+    switch (s.op) {
+        case Op::unary:
+            engines.pick({Engine::Scalar}, elems);
+            kb.activation(dst, args[0], act_for(static_cast<ops::Unary>(s.i0)));
+            return;
+        case Op::binary:
+            kb.tensor_tensor(dst, args[0], args[1], alu_for(static_cast<ops::Binary>(s.i0)),
+                             engines.pick({Engine::Vector, Engine::GpSimd}, elems));
+            return;
+        case Op::binary_scalar:
+            kb.tensor_scalar_ex(dst, args[0], alu_for(static_cast<ops::Binary>(s.i0)), s.f0, nullptr, AluOp::bypass, 0.0f,
+                                nullptr, s.i1 ? F_REVERSE0 : 0, engines.pick({Engine::Vector, Engine::GpSimd}, elems));
+            return;
+        case Op::where:
+            kb.select(dst, args[0], args[1], args[2], engines.pick({Engine::Vector, Engine::GpSimd}, elems));
+            return;
+        case Op::copy:
+            kb.tensor_copy(dst, args[0], engines.pick({Engine::Vector, Engine::Scalar, Engine::GpSimd}, elems));
+            return;
+        default: break;
+    }
+    throw CompileError(std::string("fused step: ") + op_name(s.op) + " cannot be fused");
+}
+
+}  // namespace trnsim::compiler

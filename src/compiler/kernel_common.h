@@ -1,0 +1,28 @@
+// Shared by the compiler's fused kernels: one fused step as ISA instructions.
+#pragma once
+#include <array>
+
+#include "trnsim/compiler.h"
+
+namespace trnsim::compiler {
+
+// Picks, among the engines allowed for an instruction, the one with the least work queued so
+// far (estimated busy time), so fused bodies spread over the Vector, Scalar and GpSimd engines.
+class EngineBalancer {
+public:
+    explicit EngineBalancer(const ChipConfig& chip) : chip_(chip) {}
+    Engine pick(std::initializer_list<Engine> allowed, uint64_t elems);
+
+private:
+    const ChipConfig& chip_;
+    std::array<double, 4> busy_ns_{};   // Tensor, Vector, Scalar, GpSimd
+};
+
+// Emits step 's' writing dst from its operand views (args in step order).
+void emit_step(KernelBuilder& kb, EngineBalancer& engines, const Step& s, const AccessPattern& dst,
+               const std::vector<AccessPattern>& args);
+
+// 'ap' with another dtype (same element positions; the tile must be wide enough).
+AccessPattern with_dtype(AccessPattern ap, DType dt);
+
+}  // namespace trnsim::compiler

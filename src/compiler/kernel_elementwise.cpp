@@ -1,0 +1,104 @@
+// Fused elementwise kernel: the whole body per tile, in SBUF.
+//
+// The output shape is cut into [P, F] tiles (the operator library's tiling: dims merged where
+// every operand is contiguous, up to 128 partitions). Per tile: each input is loaded once,
+// every step writes an SBUF scratch tile (assign_scratch_tiles reuses dead ones), each output
+// is stored once. Inputs and scratch tiles rotate through two buffers, so the loads of tile
+// i+1, the compute of tile i and the stores of tile i-1 overlap.
+#include <algorithm>
+
+#include "../runtime/ops/common.h"
+#include "kernel_common.h"
+
+namespace trnsim::compiler {
+
+using namespace ops::detail;
+
+std::vector<int> assign_scratch_tiles(const Node& fused, int* num_tiles) {
+    const int n = static_cast<int>(fused.body.size());
+    std::vector<int> last_read(n, -1);
+    for (int s = 0; s < n; ++s)
+        for (int a : fused.body[s].args)
+            if (a < 0) last_read[-a - 1] = s;
+    for (int out : fused.body_outputs) last_read[out] = n;   // stored after the whole body
+    std::vector<int> tile(n, -1), free_tiles;
+    int count = 0;
+    for (int s = 0; s < n; ++s) {
+        // Tiles whose value step s reads for the last time are free for its result: steps are
+        // elementwise over identical [P, F] views, so writing in place is safe.
+        for (int t = 0; t < s; ++t)
+            if (last_read[t] == s) free_tiles.push_back(tile[t]);
+        if (!free_tiles.empty()) {
+            tile[s] = free_tiles.back();
+            free_tiles.pop_back();
+        } else {
+            tile[s] = count++;
+        }
+    }
+    *num_tiles = count;
+    return tile;
+}
+
+void build_fused_elementwise(KernelBuilder& kb, const Node& node, const std::vector<ops::TensorDesc>& in,
+                             const std::vector<ops::TensorDesc>& out) {
+    const std::string name = "fused_elementwise";
+    const int nout = static_cast<int>(out.size()), nin = static_cast<int>(in.size());
+    if (nout + nin > kMaxOperands) fail(name, "too many operands");
+    // Operands: the outputs first (out[0] defines the iteration space), then the inputs.
+    std::vector<const ops::TensorDesc*> operands;
+    for (const auto& t : out) operands.push_back(&t);
+    for (const auto& t : in) operands.push_back(&t);
+    IterSpace space;
+    space.nops = static_cast<int>(operands.size());
+    space.dims.resize(out[0].sizes.size());
+    for (size_t d = 0; d < out[0].sizes.size(); ++d) space.dims[d].size = out[0].sizes[d];
+    for (int k = 0; k < space.nops; ++k) {
+        check_desc(name, *operands[k], "operand");
+        const std::vector<int64_t> st = broadcast_strides(name, *operands[k], out[0].sizes);
+        for (size_t d = 0; d < st.size(); ++d) space.dims[d].stride[k] = st[d];
+        space.offset[k] = operands[k]->offset;
+    }
+    if (space.numel() == 0) return;
+    simplify(space);
+    for (int k = 0; k < nout; ++k) check_no_overlap(name, space, k);
+
+    int num_scratch = 0;
+    const std::vector<int> scratch_of = assign_scratch_tiles(node, &num_scratch);
+    uint64_t bytes_per_column = 4 * static_cast<uint64_t>(num_scratch);
+    for (const auto& t : in) bytes_per_column += dtype_size(t.dtype);
+    constexpr int kDepth = 2;
+    const uint32_t fmax = column_budget(kb.chip(), bytes_per_column, kDepth);
+    const std::vector<TileBox> tiles = plan_tiles(space, fmax);
+    uint32_t F = 1;
+    for (const TileBox& t : tiles) F = std::max(F, t.F);
+
+    std::vector<TileRing> in_rings, scratch_rings;
+    for (const auto& t : in) in_rings.emplace_back(kb, kDepth, std::vector<uint32_t>{F}, t.dtype);
+    for (int s = 0; s < num_scratch; ++s) scratch_rings.emplace_back(kb, kDepth, std::vector<uint32_t>{F}, DType::f32);
+    DmaQueues queues(kb.chip());
+    EngineBalancer engines(kb.chip());
+
+    for (const TileBox& t : tiles) {
+        std::vector<AccessPattern> in_views(nin);
+        for (int k = 0; k < nin; ++k) {
+            in_views[k] = tile_view(in_rings[k].next(), t.P, t.F);
+            kb.dma_copy(in_views[k], hbm_ap(t.box, nout + k, in[k]), queues.load());
+        }
+        std::vector<const Tile*> scratch(num_scratch);
+        for (int s = 0; s < num_scratch; ++s) scratch[s] = &scratch_rings[s].next();
+        std::vector<AccessPattern> step_views(node.body.size());
+        for (size_t s = 0; s < node.body.size(); ++s) {
+            const Step& step = node.body[s];
+            std::vector<AccessPattern> args;
+            for (int a : step.args) args.push_back(a >= 0 ? in_views[a] : step_views[-a - 1]);
+            step_views[s] = with_dtype(tile_view(*scratch[scratch_of[s]], t.P, t.F), step.dtype);
+            emit_step(kb, engines, step, step_views[s], args);
+        }
+        for (int k = 0; k < nout; ++k)
+            kb.dma_copy(hbm_ap(t.box, k, out[k]), step_views[node.body_outputs[k]], queues.store());
+    }
+    for (int s = num_scratch - 1; s >= 0; --s) scratch_rings[s].release(kb);
+    for (int k = nin - 1; k >= 0; --k) in_rings[k].release(kb);
+}
+
+}  // namespace trnsim::compiler

@@ -1,0 +1,498 @@
+// Scaled dot-product attention (ops.h): a flash-style forward that keeps the
+// scores on chip (PSUM -> SBUF) with an online softmax, and a backward that
+// recomputes the probabilities tile by tile from the saved logsumexp.
+//
+// Forward, per (batch, head): K is loaded once and transposed on the TensorE
+// into K^T [D, Skv]; V stays in natural 128-row tiles. Per 128-row q tile:
+//   for each 512-column kv block:  S = Q K^T (one matmul, contraction D)
+//     s = scale * S (+ mask, causal affine_select), m' = max(m, rowmax s)
+//     p = exp(s - m') with its row sum (ScalarE), alpha = exp(m - m')
+//     l = l * alpha + rowsum;  O = O * alpha + P V  (P transposed on the TensorE)
+//   out = O / l,  lse = m + log l.
+// Backward, per (batch, head), kv tile outer and q tile inner (FlashAttention-2):
+//   P = exp(scale * Q K^T - lse), dV += P^T dO, dP = dO V^T,
+//   dS = scale * P * (dP - rowsum(dO * O)), dK += dS^T Q, dQ += dS K
+// dV and dK accumulate in PSUM over the q tiles, dQ in an fp32 SBUF accumulator.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "common.h"
+
+namespace trnsim::ops {
+
+namespace {
+
+using detail::fail;
+
+constexpr uint32_t kRows = 128;        // q rows / kv rows per tile (partitions)
+constexpr uint32_t kScoreCols = 512;   // kv columns per score block (one PSUM bank of fp32)
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+uint32_t ceil_div(uint32_t a, uint32_t b) { return (a + b - 1) / b; }
+
+// A [B, H, S, E] tensor: rows of one (batch, head) as HBM access patterns.
+struct Heads {
+    const TensorDesc* t;
+    int64_t row_stride() const { return t->strides[2]; }
+    // rows [r0, r0+n) x all E columns of head (b, h); rows on partitions.
+    AccessPattern rows(int64_t b, int64_t h, uint32_t r0, uint32_t n) const {
+        AccessPattern ap;
+        ap.space = MemSpace::HBM;
+        ap.dtype = t->dtype;
+        ap.arg = t->arg;
+        const int64_t e = t->offset + b * t->strides[0] + h * t->strides[1] + int64_t(r0) * t->strides[2];
+        ap.offset = static_cast<uint64_t>(e * static_cast<int64_t>(dtype_size(t->dtype)));
+        ap.partitions = static_cast<uint16_t>(n);
+        ap.partition_stride = t->strides[2];
+        ap.ndim = 1;
+        ap.size[0] = static_cast<uint32_t>(t->sizes[3]);
+        ap.stride[0] = t->strides[3];
+        return ap;
+    }
+    // Full 128-row tiles [0, ntiles*128) laid out [128 partitions][ntiles][E] in one DMA.
+    AccessPattern tiles(int64_t b, int64_t h, uint32_t ntiles) const {
+        AccessPattern ap = rows(b, h, 0, kRows);
+        ap.ndim = 2;
+        ap.size = {ntiles, static_cast<uint32_t>(t->sizes[3]), 1, 1};
+        ap.stride = {int64_t(kRows) * t->strides[2], t->strides[3], 0, 0};
+        return ap;
+    }
+};
+
+// [B, H, Sq] logsumexp rows of one head as a [n, 1] HBM access pattern.
+AccessPattern lse_rows(const TensorDesc& lse, int64_t b, int64_t h, uint32_t r0, uint32_t n) {
+    AccessPattern ap;
+    ap.space = MemSpace::HBM;
+    ap.dtype = lse.dtype;
+    ap.arg = lse.arg;
+    const int64_t e = lse.offset + b * lse.strides[0] + h * lse.strides[1] + int64_t(r0) * lse.strides[2];
+    ap.offset = static_cast<uint64_t>(e * static_cast<int64_t>(dtype_size(lse.dtype)));
+    ap.partitions = static_cast<uint16_t>(n);
+    ap.partition_stride = lse.strides[2];
+    ap.ndim = 1;
+    ap.size[0] = 1;
+    return ap;
+}
+
+// The additive/boolean mask broadcast to [B, H, Sq, Skv].
+struct Mask {
+    const TensorDesc* t = nullptr;
+    std::vector<int64_t> strides;
+    AccessPattern block(int64_t b, int64_t h, uint32_t q0, uint32_t nq, uint32_t k0, uint32_t nk) const {
+        AccessPattern ap;
+        ap.space = MemSpace::HBM;
+        ap.dtype = t->dtype;
+        ap.arg = t->arg;
+        const int64_t e = t->offset + b * strides[0] + h * strides[1] + int64_t(q0) * strides[2] + int64_t(k0) * strides[3];
+        ap.offset = static_cast<uint64_t>(e * static_cast<int64_t>(dtype_size(t->dtype)));
+        ap.partitions = static_cast<uint16_t>(nq);
+        ap.partition_stride = strides[2];
+        ap.ndim = 1;
+        ap.size[0] = nk;
+        ap.stride[0] = strides[3];
+        return ap;
+    }
+};
+
+struct Shapes {
+    int64_t B, H, Sq, Skv, D, Dv;
+};
+
+void check_heads(const std::string& op, const TensorDesc& t, const char* name, int64_t B, int64_t H, int64_t S,
+                 int64_t E, bool float_only = true) {
+    detail::check_desc(op, t, name);
+    if (t.dim() != 4 || t.sizes[0] != B || t.sizes[1] != H || t.sizes[2] != S || t.sizes[3] != E)
+        fail(op, std::string(name) + " " + t.str() + " must be [" + std::to_string(B) + "," + std::to_string(H) + "," +
+                     std::to_string(S) + "," + std::to_string(E) + "]");
+    if (float_only && t.dtype != DType::f32 && t.dtype != DType::bf16 && t.dtype != DType::f16)
+        fail(op, std::string(name) + " dtype " + dtype_name(t.dtype) + " not supported (f32, bf16, f16)");
+}
+
+Shapes check_inputs(const std::string& op, const TensorDesc& q, const TensorDesc& k, const TensorDesc& v) {
+    if (q.dim() != 4 || k.dim() != 4 || v.dim() != 4) fail(op, "q, k, v must be [B, H, S, D]");
+    Shapes s{q.sizes[0], q.sizes[1], q.sizes[2], k.sizes[2], q.sizes[3], v.sizes[3]};
+    check_heads(op, q, "q", s.B, s.H, s.Sq, s.D);
+    check_heads(op, k, "k", s.B, s.H, s.Skv, s.D);
+    check_heads(op, v, "v", s.B, s.H, s.Skv, s.Dv);
+    if (s.D > kRows || s.Dv > kRows)
+        fail(op, "head dims " + std::to_string(s.D) + "/" + std::to_string(s.Dv) + " exceed 128");
+    if (q.dtype != k.dtype || q.dtype != v.dtype) fail(op, "q, k, v dtypes differ");
+    if (s.Sq > UINT32_MAX || s.Skv > UINT32_MAX) fail(op, "sequence too long");
+    return s;
+}
+
+Mask check_mask(const std::string& op, const TensorDesc* mask, const Shapes& s) {
+    Mask m;
+    if (!mask) return m;
+    detail::check_desc(op, *mask, "attn_mask");
+    if (mask->dtype != DType::boolean && mask->dtype != DType::f32 && mask->dtype != DType::bf16 &&
+        mask->dtype != DType::f16)
+        fail(op, "attn_mask dtype " + std::string(dtype_name(mask->dtype)) + " not supported (bool or float)");
+    m.t = mask;
+    m.strides = detail::broadcast_strides(op, *mask, {s.B, s.H, s.Sq, s.Skv});
+    return m;
+}
+
+// Engine alternation for PSUM evacuations (the GpSimd cannot read PSUM).
+struct Evac {
+    int next = 0;
+    Engine operator()() { return (next++ & 1) ? Engine::Scalar : Engine::Vector; }
+};
+
+// Transposes the first 'rows' rows [rows, E] of 'src' (a [128, E]-shaped AP) into columns
+// [c0, c0+rows) of dst [E, *] through a PSUM tile.
+void transpose_into(KernelBuilder& kb, const Tile& dst, uint32_t c0, const AccessPattern& src, uint32_t rows,
+                    uint32_t E, const Tile& ps, Evac& evac) {
+    kb.transpose(ps.region(0, E, 0, rows), src);
+    kb.tensor_copy(dst.region(0, E, c0, rows), ps.region(0, E, 0, rows), evac());
+}
+
+// A [128, n*E] natural tile's rows of tile t: [rows, E].
+AccessPattern tile_rows(const Tile& t, uint32_t tile, uint32_t rows, uint32_t E) {
+    return t.region(0, rows, tile * E, E);
+}
+
+// Loads all rows of one head into a natural tile [128][ntiles][E] (a DMA for the full tiles and
+// one for the ragged rest).
+void load_natural(KernelBuilder& kb, detail::DmaQueues& q, const Heads& src, int64_t b, int64_t h, uint32_t S,
+                  const Tile& dst) {
+    const uint32_t E = static_cast<uint32_t>(src.t->sizes[3]), full = S / kRows, rest = S % kRows;
+    if (full) {
+        AccessPattern d = dst.rows(0, kRows);
+        d.ndim = 1;
+        d.size = {full * E, 1, 1, 1};
+        d.stride = {1, 0, 0, 0};
+        kb.dma_copy(d, src.tiles(b, h, full), q.load());
+    }
+    if (rest) kb.dma_copy(tile_rows(dst, full, rest, E), src.rows(b, h, full * kRows, rest), q.load());
+}
+
+// Natural [128][ntiles][E] -> transposed [E, S] through the TensorE.
+void transpose_all(KernelBuilder& kb, const Tile& natural, uint32_t S, uint32_t E, const Tile& dst,
+                   const std::array<Tile, 2>& ps, int& ps_next, Evac& evac) {
+    for (uint32_t t = 0; t * kRows < S; ++t) {
+        const uint32_t rows = std::min(kRows, S - t * kRows);
+        transpose_into(kb, dst, t * kRows, tile_rows(natural, t, rows, E), rows, E, ps[ps_next ^= 1], evac);
+    }
+}
+
+void check_sbuf(const std::string& op, const KernelBuilder& kb, uint64_t bytes) {
+    if (bytes > kb.chip().sbuf.bytes_per_partition * 3 / 4)
+        fail(op, "sequence too long for one head in SBUF (" + std::to_string(bytes) + " bytes per partition needed)");
+}
+
+// dst = (mask != 0) ? src : -inf   (boolean masks: True attends)
+void select_or_neg_inf(KernelBuilder& kb, const AccessPattern& dst, const AccessPattern& mask, const AccessPattern& src) {
+    Instruction ins;
+    ins.op = Opcode::select;
+    ins.engine = Engine::Vector;
+    ins.dst = dst;
+    ins.src0 = mask;
+    ins.src1 = src;
+    ins.imm0 = kNegInf;
+    kb.emit(ins);
+}
+
+// s += mask (float) or s = mask ? s : -inf (bool), for the [nq, nk] block at (q0, k0).
+void apply_mask(KernelBuilder& kb, detail::DmaQueues& q, const Mask& mask, const Tile& mask_tile, int64_t b, int64_t h,
+                uint32_t q0, uint32_t nq, uint32_t k0, uint32_t nk, const AccessPattern& s) {
+    const AccessPattern m = mask_tile.region(0, nq, 0, nk);
+    kb.dma_copy(m, mask.block(b, h, q0, nq, k0, nk), q.load());
+    if (mask.t->dtype == DType::boolean) select_or_neg_inf(kb, s, m, s);
+    else kb.tensor_tensor(s, s, m, AluOp::add);
+}
+
+// Causal (top-left aligned, like torch): row q0+p keeps columns k0+i <= q0+p; others get 'fill'.
+void causal_mask(KernelBuilder& kb, const AccessPattern& s, uint32_t q0, uint32_t k0, float fill) {
+    Affine a;
+    a.base = static_cast<int32_t>(int64_t(q0) - int64_t(k0));
+    a.partition_mul = 1;
+    a.free_mul = {-1, 0, 0, 0};
+    kb.affine_select(s, s, a, AluOp::ge, fill);
+}
+
+}  // namespace
+
+void sdpa_forward(KernelBuilder& kb, const TensorDesc& out, const TensorDesc& lse, const TensorDesc& q,
+                  const TensorDesc& k, const TensorDesc& v, const TensorDesc* attn_mask, bool causal, float scale) {
+    const std::string op = "scaled_dot_product_attention";
+    const Shapes s = check_inputs(op, q, k, v);
+    check_heads(op, out, "out", s.B, s.H, s.Sq, s.Dv);
+    detail::check_desc(op, lse, "lse");
+    if (lse.dim() != 3 || lse.sizes[0] != s.B || lse.sizes[1] != s.H || lse.sizes[2] != s.Sq || lse.dtype != DType::f32)
+        fail(op, "lse " + lse.str() + " must be f32 [B, H, Sq]");
+    const Mask mask = check_mask(op, attn_mask, s);
+    if (s.B * s.H * s.Sq == 0) return;
+    const DType dt = q.dtype;
+    const uint32_t Sq = static_cast<uint32_t>(s.Sq), Skv = static_cast<uint32_t>(s.Skv);
+    const uint32_t D = static_cast<uint32_t>(s.D), Dv = static_cast<uint32_t>(s.Dv);
+    const uint32_t nkt = ceil_div(Skv, kRows);
+    check_sbuf(op, kb, 2 * uint64_t(nkt) * (D + Dv) * dtype_size(dt) + 2 * uint64_t(Skv) * dtype_size(dt));
+    if (Skv == 0) fail(op, "empty key sequence");
+
+    const Heads Q{&q}, K{&k}, V{&v}, O{&out};
+    detail::DmaQueues dq(kb.chip());
+    Evac evac;
+
+    // Per head (double buffered across heads): K natural, K^T, V natural.
+    std::array<Tile, 2> k_nat, k_t, v_nat;
+    for (int i = 0; i < 2; ++i) {
+        k_nat[i] = kb.alloc_sbuf(kRows, {nkt * D}, dt);
+        k_t[i] = kb.alloc_sbuf(D, {nkt * kRows}, dt);
+        v_nat[i] = kb.alloc_sbuf(kRows, {nkt * Dv}, dt);
+    }
+    // Per q tile.
+    std::array<Tile, 2> q_rows, q_t, s_sb, p_sb, pt_sb, o_acc, o_out;
+    std::array<Tile, 3> m_run;
+    Tile l_run, mx, neg_m, rowsum, alpha, log_l, lse_t, mask_tile;
+    for (int i = 0; i < 2; ++i) {
+        q_rows[i] = kb.alloc_sbuf(kRows, {D}, dt);
+        q_t[i] = kb.alloc_sbuf(D, {kRows}, dt);
+        s_sb[i] = kb.alloc_sbuf(kRows, {kScoreCols}, DType::f32);
+        p_sb[i] = kb.alloc_sbuf(kRows, {kScoreCols}, dt);
+        pt_sb[i] = kb.alloc_sbuf(kRows, {kRows}, dt);
+        o_acc[i] = kb.alloc_sbuf(kRows, {Dv}, DType::f32);
+        o_out[i] = kb.alloc_sbuf(kRows, {Dv}, out.dtype);
+    }
+    for (auto& t : m_run) t = kb.alloc_sbuf(kRows, {1}, DType::f32);
+    l_run = kb.alloc_sbuf(kRows, {1}, DType::f32);
+    mx = kb.alloc_sbuf(kRows, {1}, DType::f32);
+    neg_m = kb.alloc_sbuf(kRows, {1}, DType::f32);
+    rowsum = kb.alloc_sbuf(kRows, {1}, DType::f32);
+    alpha = kb.alloc_sbuf(kRows, {1}, DType::f32);
+    log_l = kb.alloc_sbuf(kRows, {1}, DType::f32);
+    lse_t = kb.alloc_sbuf(kRows, {1}, DType::f32);
+    if (mask.t) mask_tile = kb.alloc_sbuf(kRows, {kScoreCols}, mask.t->dtype == DType::boolean ? DType::u8 : DType::f32);
+    std::array<Tile, 2> ps_load, ps_s, ps_pt, ps_pv;
+    for (int i = 0; i < 2; ++i) {
+        ps_s[i] = kb.alloc_psum(kRows, kScoreCols);
+        ps_load[i] = kb.alloc_psum(kRows, kRows, dt);
+        ps_pt[i] = kb.alloc_psum(kRows, kRows, dt);
+        ps_pv[i] = kb.alloc_psum(kRows, Dv);
+    }
+    int ps_load_next = 0, blk = 0, qt_next = 0, m_next = 0;
+
+    for (int64_t b = 0; b < s.B; ++b)
+        for (int64_t h = 0; h < s.H; ++h) {
+            const int hb = static_cast<int>((b * s.H + h) & 1);
+            load_natural(kb, dq, K, b, h, Skv, k_nat[hb]);
+            load_natural(kb, dq, V, b, h, Skv, v_nat[hb]);
+            transpose_all(kb, k_nat[hb], Skv, D, k_t[hb], ps_load, ps_load_next, evac);
+
+            for (uint32_t q0 = 0; q0 < Sq; q0 += kRows) {
+                const uint32_t nq = std::min(kRows, Sq - q0);
+                const int qi = qt_next ^= 1;
+                kb.dma_copy(q_rows[qi].region(0, nq, 0, D), Q.rows(b, h, q0, nq), dq.load());
+                transpose_into(kb, q_t[qi], 0, q_rows[qi].region(0, nq, 0, D), nq, D, ps_load[ps_load_next ^= 1], evac);
+                const AccessPattern qT = q_t[qi].region(0, D, 0, nq);
+                const AccessPattern oacc = o_acc[qi].region(0, nq, 0, Dv);
+                const AccessPattern l = l_run.rows(0, nq), nm = neg_m.rows(0, nq), al = alpha.rows(0, nq);
+                kb.memset(m_run[m_next].rows(0, nq), kNegInf, Engine::GpSimd);
+                kb.memset(l, 0.0f, Engine::GpSimd);
+                kb.memset(oacc, 0.0f, Engine::GpSimd);
+
+                const uint32_t k_end = causal ? std::min(Skv, q0 + nq) : Skv;
+                for (uint32_t k0 = 0; k0 < k_end; k0 += kScoreCols) {
+                    const uint32_t nk = std::min(kScoreCols, Skv - k0);
+                    const int bi = blk ^= 1;
+                    const AccessPattern sp = ps_s[bi].region(0, nq, 0, nk);
+                    kb.matmul(sp, qT, k_t[hb].region(0, D, k0, nk), false);
+                    const AccessPattern ss = s_sb[bi].region(0, nq, 0, nk);
+                    kb.activation(ss, sp, ActFunc::identity, scale);
+                    if (mask.t) apply_mask(kb, dq, mask, mask_tile, b, h, q0, nq, k0, nk, ss);
+                    if (causal && k0 + nk - 1 > q0) causal_mask(kb, ss, q0, k0, kNegInf);
+                    // Online softmax statistics.
+                    const AccessPattern m_old = m_run[m_next].rows(0, nq);
+                    m_next = (m_next + 1) % 3;
+                    const AccessPattern m_new = m_run[m_next].rows(0, nq);
+                    kb.tensor_reduce(mx.rows(0, nq), ss, ReduceOp::max);
+                    kb.tensor_tensor(m_new, m_old, mx.rows(0, nq), AluOp::max);
+                    kb.tensor_scalar(nm, m_new, AluOp::mul, -1.0f, AluOp::bypass, 0.0f, Engine::GpSimd);
+                    const AccessPattern ps = p_sb[bi].region(0, nq, 0, nk);
+                    const AccessPattern rs = rowsum.rows(0, nq);
+                    kb.activation_ex(ps, ss, ActFunc::exp, 1.0f, nullptr, 0.0f, &nm, ReduceOp::add, &rs);
+                    kb.activation_ex(al, m_old, ActFunc::exp, 1.0f, nullptr, 0.0f, &nm);
+                    kb.tensor_scalar_ex(l, l, AluOp::mul, 0.0f, &al, AluOp::add, 0.0f, &rs);
+                    // P V, with P transposed 128 columns at a time.
+                    const AccessPattern pv = ps_pv[bi].region(0, nq, 0, Dv);
+                    for (uint32_t c = 0; c < nk; c += kRows) {
+                        const uint32_t w = std::min(kRows, nk - c);
+                        const int ti = (c / kRows) & 1;
+                        kb.transpose(ps_pt[ti].region(0, w, 0, nq), p_sb[bi].region(0, nq, c, w));
+                        kb.tensor_copy(pt_sb[ti].region(0, w, 0, nq), ps_pt[ti].region(0, w, 0, nq), evac());
+                        kb.matmul(pv, pt_sb[ti].region(0, w, 0, nq),
+                                  v_nat[hb].region(0, w, ((k0 + c) / kRows) * Dv, Dv), c > 0);
+                    }
+                    kb.tensor_scalar_ex(oacc, oacc, AluOp::mul, 0.0f, &al, AluOp::bypass, 0.0f, nullptr, 0,
+                                        Engine::GpSimd);
+                    kb.tensor_tensor(oacc, oacc, pv, AluOp::add);
+                }
+                // out = O / l, lse = m + log(l)
+                const AccessPattern ot = o_out[qi].region(0, nq, 0, Dv);
+                kb.tensor_scalar_ex(ot, oacc, AluOp::div, 0.0f, &l, AluOp::bypass, 0.0f, nullptr);
+                kb.dma_copy(O.rows(b, h, q0, nq), ot, dq.store());
+                kb.activation(log_l.rows(0, nq), l, ActFunc::log);
+                kb.tensor_tensor(lse_t.rows(0, nq), log_l.rows(0, nq), m_run[m_next].rows(0, nq), AluOp::add);
+                kb.dma_copy(lse_rows(lse, b, h, q0, nq), lse_t.rows(0, nq), dq.store());
+            }
+        }
+}
+
+void sdpa_backward(KernelBuilder& kb, const TensorDesc& dq, const TensorDesc& dk, const TensorDesc& dv,
+                   const TensorDesc& dout, const TensorDesc& q, const TensorDesc& k, const TensorDesc& v,
+                   const TensorDesc& out, const TensorDesc& lse, const TensorDesc* attn_mask, bool causal, float scale) {
+    const std::string op = "scaled_dot_product_attention_backward";
+    const Shapes s = check_inputs(op, q, k, v);
+    check_heads(op, out, "out", s.B, s.H, s.Sq, s.Dv);
+    check_heads(op, dout, "grad_out", s.B, s.H, s.Sq, s.Dv);
+    check_heads(op, dq, "grad_q", s.B, s.H, s.Sq, s.D);
+    check_heads(op, dk, "grad_k", s.B, s.H, s.Skv, s.D);
+    check_heads(op, dv, "grad_v", s.B, s.H, s.Skv, s.Dv);
+    detail::check_desc(op, lse, "lse");
+    if (lse.dim() != 3 || lse.sizes[0] != s.B || lse.sizes[1] != s.H || lse.sizes[2] != s.Sq || lse.dtype != DType::f32)
+        fail(op, "lse " + lse.str() + " must be f32 [B, H, Sq]");
+    const Mask mask = check_mask(op, attn_mask, s);
+    if (s.B * s.H == 0) return;
+    const DType dt = q.dtype;
+    const uint32_t Sq = static_cast<uint32_t>(s.Sq), Skv = static_cast<uint32_t>(s.Skv);
+    const uint32_t D = static_cast<uint32_t>(s.D), Dv = static_cast<uint32_t>(s.Dv);
+    const uint32_t nqt = ceil_div(Sq, kRows), nkt = ceil_div(Skv, kRows);
+    const uint64_t es = dtype_size(dt);
+    check_sbuf(op, kb,
+               es * (2 * uint64_t(nqt) * kRows + 2 * uint64_t(nkt) * kRows) +            // q^T, dO^T, k^T, v^T
+                   es * (uint64_t(nqt) * (D + 2 * Dv) + uint64_t(nkt) * (D + Dv)) +        // naturals
+                   4 * uint64_t(nqt) * (D + 2));                                           // dQ acc, lse, Di
+
+    const Heads Q{&q}, K{&k}, V{&v}, O{&out}, dO{&dout}, dQ{&dq}, dK{&dk}, dV{&dv};
+    detail::DmaQueues dmaq(kb.chip());
+    Evac evac;
+
+    const Tile q_nat = kb.alloc_sbuf(kRows, {nqt * D}, dt), q_t = kb.alloc_sbuf(D, {nqt * kRows}, dt);
+    const Tile do_nat = kb.alloc_sbuf(kRows, {nqt * Dv}, dt), do_t = kb.alloc_sbuf(Dv, {nqt * kRows}, dt);
+    const Tile o_nat = kb.alloc_sbuf(kRows, {nqt * Dv}, dt);
+    const Tile k_nat = kb.alloc_sbuf(kRows, {nkt * D}, dt), k_t = kb.alloc_sbuf(D, {nkt * kRows}, dt);
+    const Tile v_nat = kb.alloc_sbuf(kRows, {nkt * Dv}, dt), v_t = kb.alloc_sbuf(Dv, {nkt * kRows}, dt);
+    const Tile neg_lse = kb.alloc_sbuf(kRows, {nqt}, DType::f32), di = kb.alloc_sbuf(kRows, {nqt}, DType::f32);
+    const Tile dq_acc = kb.alloc_sbuf(kRows, {nqt * D}, DType::f32);
+    const Tile prod = kb.alloc_sbuf(kRows, {Dv}, DType::f32);
+    std::array<Tile, 2> p_f32, p_mm, ds_f32, ds_mm, dst_sb, s_sb, dk_out, dv_out, dq_out;
+    for (int i = 0; i < 2; ++i) {
+        p_f32[i] = kb.alloc_sbuf(kRows, {kRows}, DType::f32);
+        p_mm[i] = kb.alloc_sbuf(kRows, {kRows}, dt);
+        ds_f32[i] = kb.alloc_sbuf(kRows, {kRows}, DType::f32);
+        ds_mm[i] = kb.alloc_sbuf(kRows, {kRows}, dt);
+        dst_sb[i] = kb.alloc_sbuf(kRows, {kRows}, dt);
+        if (mask.t) s_sb[i] = kb.alloc_sbuf(kRows, {kRows}, DType::f32);
+        dk_out[i] = kb.alloc_sbuf(kRows, {D}, dk.dtype);
+        dv_out[i] = kb.alloc_sbuf(kRows, {Dv}, dv.dtype);
+        dq_out[i] = kb.alloc_sbuf(kRows, {D}, dq.dtype);
+    }
+    Tile mask_tile;
+    if (mask.t) mask_tile = kb.alloc_sbuf(kRows, {kRows}, mask.t->dtype == DType::boolean ? DType::u8 : DType::f32);
+    std::array<Tile, 2> ps_load, ps_s, ps_dp, ps_dst, ps_dq, ps_dk, ps_dv;
+    for (int i = 0; i < 2; ++i) {
+        ps_load[i] = kb.alloc_psum(kRows, kRows, dt);
+        ps_s[i] = kb.alloc_psum(kRows, kRows);
+        ps_dp[i] = kb.alloc_psum(kRows, kRows);
+        ps_dst[i] = kb.alloc_psum(kRows, kRows, dt);
+        ps_dq[i] = kb.alloc_psum(kRows, D);
+        ps_dk[i] = kb.alloc_psum(kRows, D);
+        ps_dv[i] = kb.alloc_psum(kRows, Dv);
+    }
+    int ps_load_next = 0, it = 0, jt = 0;
+
+    for (int64_t b = 0; b < s.B; ++b)
+        for (int64_t h = 0; h < s.H; ++h) {
+            load_natural(kb, dmaq, Q, b, h, Sq, q_nat);
+            load_natural(kb, dmaq, dO, b, h, Sq, do_nat);
+            load_natural(kb, dmaq, O, b, h, Sq, o_nat);
+            load_natural(kb, dmaq, K, b, h, Skv, k_nat);
+            load_natural(kb, dmaq, V, b, h, Skv, v_nat);
+            transpose_all(kb, q_nat, Sq, D, q_t, ps_load, ps_load_next, evac);
+            transpose_all(kb, do_nat, Sq, Dv, do_t, ps_load, ps_load_next, evac);
+            transpose_all(kb, k_nat, Skv, D, k_t, ps_load, ps_load_next, evac);
+            transpose_all(kb, v_nat, Skv, Dv, v_t, ps_load, ps_load_next, evac);
+            // -lse and Di = rowsum(dO * O) per q row; dQ accumulator cleared.
+            for (uint32_t t = 0; t < nqt; ++t) {
+                const uint32_t nq = std::min(kRows, Sq - t * kRows);
+                const AccessPattern nl = neg_lse.region(0, nq, t, 1);
+                kb.dma_copy(nl, lse_rows(lse, b, h, t * kRows, nq), dmaq.load());
+                kb.tensor_scalar(nl, nl, AluOp::mul, -1.0f, AluOp::bypass, 0.0f, Engine::GpSimd);
+                kb.tensor_tensor(prod.region(0, nq, 0, Dv), tile_rows(do_nat, t, nq, Dv), tile_rows(o_nat, t, nq, Dv),
+                                 AluOp::mul, Engine::GpSimd);
+                kb.tensor_reduce(di.region(0, nq, t, 1), prod.region(0, nq, 0, Dv), ReduceOp::add);
+            }
+            kb.memset(dq_acc.ap(), 0.0f, Engine::GpSimd);
+
+            for (uint32_t j = 0; j < nkt; ++j) {
+                const uint32_t k0 = j * kRows, nk = std::min(kRows, Skv - k0);
+                const int jb = jt ^= 1;
+                const AccessPattern dvp = ps_dv[jb].region(0, nk, 0, Dv), dkp = ps_dk[jb].region(0, nk, 0, D);
+                bool first = true;
+                for (uint32_t i = 0; i < nqt; ++i) {
+                    const uint32_t q0 = i * kRows, nq = std::min(kRows, Sq - q0);
+                    if (causal && k0 > q0 + nq - 1) continue;
+                    const int ib = it ^= 1;
+                    const AccessPattern sp = ps_s[ib].region(0, nq, 0, nk);
+                    kb.matmul(sp, q_t.region(0, D, q0, nq), k_t.region(0, D, k0, nk), false);
+                    // P = exp(scale * S (+ mask) - lse)
+                    const AccessPattern pf = p_f32[ib].region(0, nq, 0, nk);
+                    const AccessPattern nl = neg_lse.region(0, nq, i, 1);
+                    if (mask.t) {
+                        const AccessPattern ss = s_sb[ib].region(0, nq, 0, nk);
+                        kb.activation(ss, sp, ActFunc::identity, scale);
+                        apply_mask(kb, dmaq, mask, mask_tile, b, h, q0, nq, k0, nk, ss);
+                        kb.activation_ex(pf, ss, ActFunc::exp, 1.0f, nullptr, 0.0f, &nl);
+                    } else {
+                        kb.activation_ex(pf, sp, ActFunc::exp, scale, nullptr, 0.0f, &nl);
+                    }
+                    if (causal && k0 + nk - 1 > q0) causal_mask(kb, pf, q0, k0, 0.0f);
+                    AccessPattern pm = pf;
+                    if (dt != DType::f32) {
+                        pm = p_mm[ib].region(0, nq, 0, nk);
+                        kb.tensor_copy(pm, pf, Engine::GpSimd);
+                    }
+                    // dV += P^T dO
+                    kb.matmul(dvp, pm, tile_rows(do_nat, i, nq, Dv), !first);
+                    // dP = dO V^T;  dS = scale * P * (dP - Di)
+                    const AccessPattern dpp = ps_dp[ib].region(0, nq, 0, nk);
+                    kb.matmul(dpp, do_t.region(0, Dv, q0, nq), v_t.region(0, Dv, k0, nk), false);
+                    const AccessPattern dsf = ds_f32[ib].region(0, nq, 0, nk);
+                    const AccessPattern dI = di.region(0, nq, i, 1);
+                    kb.tensor_scalar_ex(dsf, dpp, AluOp::sub, 0.0f, &dI, AluOp::mul, scale, nullptr);
+                    const AccessPattern dsm = ds_mm[ib].region(0, nq, 0, nk);
+                    kb.tensor_tensor(dsm, dsf, pf, AluOp::mul);
+                    // dK += dS^T Q
+                    kb.matmul(dkp, dsm, tile_rows(q_nat, i, nq, D), !first);
+                    // dQ += dS K  (dS transposed on the TensorE)
+                    kb.transpose(ps_dst[ib].region(0, nk, 0, nq), dsm);
+                    const AccessPattern dst = dst_sb[ib].region(0, nk, 0, nq);
+                    kb.tensor_copy(dst, ps_dst[ib].region(0, nk, 0, nq), evac());
+                    const AccessPattern dqp = ps_dq[ib].region(0, nq, 0, D);
+                    kb.matmul(dqp, dst, tile_rows(k_nat, j, nk, D), false);
+                    const AccessPattern acc = dq_acc.region(0, nq, i * D, D);
+                    kb.tensor_tensor(acc, acc, dqp, AluOp::add);
+                    first = false;
+                }
+                const AccessPattern dko = dk_out[jb].region(0, nk, 0, D), dvo = dv_out[jb].region(0, nk, 0, Dv);
+                if (first) {   // no query attends to these keys
+                    kb.memset(dko, 0.0f);
+                    kb.memset(dvo, 0.0f);
+                } else {
+                    kb.tensor_copy(dko, dkp, evac());
+                    kb.tensor_copy(dvo, dvp, evac());
+                }
+                kb.dma_copy(dK.rows(b, h, k0, nk), dko, dmaq.store());
+                kb.dma_copy(dV.rows(b, h, k0, nk), dvo, dmaq.store());
+            }
+            for (uint32_t i = 0; i < nqt; ++i) {
+                const uint32_t q0 = i * kRows, nq = std::min(kRows, Sq - q0);
+                const AccessPattern o = dq_out[i & 1].region(0, nq, 0, D);
+                kb.tensor_copy(o, dq_acc.region(0, nq, i * D, D), (i & 1) ? Engine::GpSimd : Engine::Vector);
+                kb.dma_copy(dQ.rows(b, h, q0, nq), o, dmaq.store());
+            }
+        }
+}
+
+}  // namespace trnsim::ops

@@ -1,0 +1,539 @@
+// Normalizations: softmax / log_softmax along a dim and their backward,
+// layer_norm and rms_norm over the last dims with their backward.
+//
+// Rows of the normalized dim lie along the free axis (plan_rows): per-row
+// statistics are [P, G] tiles (G rows per partition for short rows), applied
+// back to the rows through stride-0 broadcast access patterns. Softmax rows
+// longer than one tile are processed in chunks over several passes. Weight and
+// bias gradients accumulate per partition in fp32 and are summed across
+// partitions at the end by a TensorE matmul with a ones vector.
+#include <algorithm>
+#include <cmath>
+
+#include "common.h"
+
+namespace trnsim::ops {
+
+using namespace detail;
+
+namespace {
+
+AccessPattern chunk_view(const Tile& t, uint32_t P, uint32_t G, uint32_t R) { return tile_view(t, P, {G, R}, {R, 1}); }
+AccessPattern group_bcast(const Tile& t, uint32_t P, uint32_t G, uint32_t R) { return tile_view(t, P, {G, R}, {1, 0}); }
+// A [128, D] row tile broadcast to [P, G, D] (same row for every group).
+AccessPattern row_bcast(const Tile& t, uint32_t P, uint32_t G, uint32_t D) { return tile_view(t, P, {G, D}, {0, 1}); }
+
+void check_same_shape(const std::string& op, const TensorDesc& a, const TensorDesc& b) {
+    if (a.sizes != b.sizes) fail(op, "shape mismatch: " + a.str() + " vs " + b.str());
+}
+
+// Loads t (D elements, row-major over its own dims) into every partition of row tile 'dst' ([128, D]).
+void load_row_broadcast(KernelBuilder& kb, const Tile& dst, const TensorDesc& t, DmaQueues& q) {
+    IterSpace s = elementwise_space("row", t, {});
+    simplify(s, false);
+    uint32_t pos = 0;
+    for_each_box(s.dims, s.offset, s.numel(), kMaxFreeDims, [&](const Box& b) {
+        AccessPattern src = hbm_ap(b, 0, t, 0, 0);
+        src.partitions = kPartitions;
+        src.partition_stride = 0;
+        src.ndim = static_cast<uint8_t>(std::max<size_t>(1, b.dims.size()));
+        for (size_t d = 0; d < b.dims.size(); ++d) {
+            src.size[d] = static_cast<uint32_t>(b.dims[d].size);
+            src.stride[d] = b.dims[d].stride[0];
+        }
+        const uint32_t n = static_cast<uint32_t>(b.numel());
+        kb.dma_copy(dst.region(0, kPartitions, pos, n), src, q.load());
+        pos += n;
+    });
+}
+
+// Stores the first partition of row tile 'src' ([.., D]) into t, row-major over t's dims.
+void store_row(KernelBuilder& kb, const TensorDesc& t, const Tile& src, DmaQueues& q) {
+    IterSpace s = elementwise_space("row", t, {});
+    simplify(s, false);
+    uint32_t pos = 0;
+    for_each_box(s.dims, s.offset, s.numel(), kMaxApDims, [&](const Box& b) {
+        const uint32_t n = static_cast<uint32_t>(b.numel());
+        kb.dma_copy(hbm_ap(b, 0, t), src.region(0, 1, pos, n), q.store());
+        pos += n;
+    });
+}
+
+// out[D] = sum over the 128 partitions of acc[128, D] (TensorE: ones^T @ acc), stored to t.
+void store_partition_sum(KernelBuilder& kb, const Tile& acc, uint32_t D, const TensorDesc& t, DmaQueues& q) {
+    const Tile ones = kb.alloc_sbuf(kPartitions, {1}, DType::f32);
+    kb.memset(ones.ap(), 1.0f);
+    const Tile row = kb.alloc_sbuf(1, {D}, t.dtype);
+    const uint32_t bank = kb.chip().tensor.moving_fmax;
+    const Tile ps = kb.alloc_psum(1, bank);
+    for (uint32_t c0 = 0; c0 < D; c0 += bank) {
+        const uint32_t n = std::min(bank, D - c0);
+        kb.matmul(ps.region(0, 1, 0, n), ones.ap(), acc.region(0, kPartitions, c0, n), false);
+        kb.tensor_copy(row.region(0, 1, c0, n), ps.region(0, 1, 0, n));
+    }
+    store_row(kb, t, row, q);
+    kb.release(ps);
+    kb.release(row);
+    kb.release(ones);
+}
+
+// acc[:P, D] += sum over the G groups of v [P, G, D] (tmp: a [P, D] scratch).
+void accumulate_groups(KernelBuilder& kb, const Tile& acc, const Tile& v, const Tile& tmp, uint32_t P, uint32_t G,
+                       uint32_t D) {
+    const AccessPattern a = tile_view(acc, P, D);
+    if (G == 1) {
+        kb.tensor_tensor(a, a, tile_view(v, P, D), AluOp::add);
+        return;
+    }
+    kb.tensor_reduce(tile_view(tmp, P, D), tile_view(v, P, {D, G}, {1, D}), ReduceOp::add);
+    kb.tensor_tensor(a, a, tile_view(tmp, P, D), AluOp::add);
+}
+
+struct RowSpace {
+    IterSpace space;
+    int nred = 0;
+    int64_t D = 1;
+};
+
+RowSpace row_space(const std::string& name, const TensorDesc& in, const std::vector<int64_t>& dims,
+                   const std::vector<SpaceOperand>& ops) {
+    check_desc(name, in, "in");
+    RowSpace r;
+    r.space = reduction_space(name, in.sizes, dims, ops, &r.nred);
+    for (int64_t d : dims) r.D *= in.sizes[d];
+    return r;
+}
+
+std::vector<int64_t> last_dims(const std::string& name, const TensorDesc& in, int64_t k) {
+    if (k < 1 || k > in.dim()) fail(name, "normalized_ndim " + std::to_string(k) + " out of range for " + in.str());
+    std::vector<int64_t> dims;
+    for (int64_t d = in.dim() - k; d < in.dim(); ++d) dims.push_back(d);
+    return dims;
+}
+
+// The largest row that the norm kernels keep whole in SBUF, for 'bytes_per_col' per column.
+uint32_t whole_row_budget(const std::string& name, const ChipConfig& chip, uint64_t bytes_per_col, int64_t D) {
+    const uint64_t cols = chip.sbuf.bytes_per_partition * 85 / 100 / bytes_per_col;
+    if (static_cast<uint64_t>(D) > cols)
+        fail(name, "normalized size " + std::to_string(D) + " exceeds the " + std::to_string(cols) +
+                       " elements one SBUF partition holds for this kernel");
+    return static_cast<uint32_t>(std::max<uint64_t>(D, std::min<uint64_t>(cols, 4096)));
+}
+
+}  // namespace
+
+// ------------------------------------------------------------------ softmax
+void softmax(KernelBuilder& kb, const TensorDesc& out, const TensorDesc& in, int64_t dim, bool log) {
+    const std::string name = log ? "log_softmax" : "softmax";
+    check_same_shape(name, out, in);
+    RowSpace rs = row_space(name, in, normalize_dims(name, in.dim(), {dim}), {{&out, false}, {&in, false}});
+    if (rs.space.numel() == 0) return;
+    rs.nred = simplify(rs.space, true, rs.nred);
+    check_no_overlap(name, rs.space, 0);
+    const uint32_t fmax = column_budget(kb.chip(), dtype_size(in.dtype) + dtype_size(out.dtype) + 12, 2);
+    const std::vector<RowTile> tiles = plan_rows(rs.space, rs.nred, fmax);
+    uint32_t F = 1, G = 1;
+    for (const RowTile& t : tiles) {
+        G = std::max(G, t.G);
+        for (uint32_t r : t.R) F = std::max(F, t.G * r);
+    }
+    TileRing x_ring(kb, 2, {F}, in.dtype);
+    TileRing e_ring(kb, 2, {F}, DType::f32);
+    const Tile w = kb.alloc_sbuf(kPartitions, {F}, DType::f32);
+    TileRing o_ring(kb, 2, {F}, out.dtype);
+    const Tile m = kb.alloc_sbuf(kPartitions, {G}, DType::f32);
+    const Tile s = kb.alloc_sbuf(kPartitions, {G}, DType::f32);
+    const Tile part = kb.alloc_sbuf(kPartitions, {G}, DType::f32);
+    DmaQueues queues(kb.chip());
+
+    for (const RowTile& t : tiles) {
+        const uint32_t P = t.P, Gt = t.G;
+        const AccessPattern mv = tile_view(m, P, Gt), sv = tile_view(s, P, Gt), pv = tile_view(part, P, Gt);
+        auto load = [&](size_t c) -> const Tile& {
+            const Tile& x = x_ring.next();
+            dma_tile(kb, queues, tile_view(x, P, Gt * t.R[c]), hbm_ap(t.chunks[c], 1, in), false);
+            return x;
+        };
+        auto store = [&](size_t c, const AccessPattern& o) { dma_tile(kb, queues, hbm_ap(t.chunks[c], 0, out), o, true); };
+
+        if (t.chunks.size() == 1 && Gt > 1) {
+            // Several short rows per partition: broadcast the row statistics along the row.
+            const uint32_t R = t.R[0];
+            const Tile& x = load(0);
+            const AccessPattern xv = chunk_view(x, P, Gt, R);
+            const Tile& e = e_ring.next();
+            const AccessPattern ev = chunk_view(e, P, Gt, R), wv = chunk_view(w, P, Gt, R);
+            const AccessPattern o = chunk_view(o_ring.next(), P, Gt, R);
+            kb.tensor_reduce(mv, xv, ReduceOp::max);
+            kb.tensor_tensor(ev, xv, group_bcast(m, P, Gt, R), AluOp::sub);
+            if (log) {
+                kb.activation(wv, ev, ActFunc::exp);
+                kb.tensor_reduce(sv, wv, ReduceOp::add);
+                kb.activation(sv, sv, ActFunc::log);
+                kb.tensor_tensor(o, ev, group_bcast(s, P, Gt, R), AluOp::sub);
+            } else {
+                kb.activation(ev, ev, ActFunc::exp);
+                kb.tensor_reduce(sv, ev, ReduceOp::add);
+                kb.tensor_tensor(o, ev, group_bcast(s, P, Gt, R), AluOp::div);
+            }
+            store(0, o);
+            continue;
+        }
+        // One row per partition: exp(x - max) on the ScalarE with the per-partition bias -max
+        // and its fused sum; rows longer than a tile take three passes over their chunks.
+        const bool single = t.chunks.size() == 1;
+        const Tile* first = nullptr;
+        for (size_t c = 0; c < t.chunks.size(); ++c) {
+            const Tile& x = load(c);
+            if (c == 0) first = &x;
+            kb.tensor_reduce(c == 0 ? mv : pv, tile_view(x, P, t.R[c]), ReduceOp::max);
+            if (c > 0) kb.tensor_tensor(mv, mv, pv, AluOp::max);
+        }
+        kb.tensor_scalar(mv, mv, AluOp::mul, -1.0f);   // m := -max
+        const Tile* e_first = nullptr;
+        for (size_t c = 0; c < t.chunks.size(); ++c) {
+            const Tile& x = single ? *first : load(c);
+            const Tile& e = e_ring.next();
+            if (c == 0) e_first = &e;
+            const AccessPattern acc = c == 0 ? sv : pv;
+            kb.activation_ex(tile_view(e, P, t.R[c]), tile_view(x, P, t.R[c]), ActFunc::exp, 1.0f, nullptr, 0.0f,
+                             &mv, ReduceOp::add, &acc);
+            if (c > 0) kb.tensor_tensor(sv, sv, pv, AluOp::add);
+        }
+        if (log) {
+            kb.activation(sv, sv, ActFunc::log);
+            kb.tensor_tensor(mv, mv, sv, AluOp::sub);   // -max - log(sum)
+        } else {
+            kb.activation(sv, sv, ActFunc::reciprocal);
+        }
+        for (size_t c = 0; c < t.chunks.size(); ++c) {
+            const uint32_t R = t.R[c];
+            const AccessPattern o = tile_view(o_ring.next(), P, R);
+            if (log) {
+                const Tile& x = single ? *first : load(c);
+                kb.activation_ex(o, tile_view(x, P, R), ActFunc::identity, 1.0f, nullptr, 0.0f, &mv);
+            } else {
+                const Tile* e = e_first;
+                if (!single) {
+                    const Tile& x = load(c);
+                    e = &e_ring.next();
+                    kb.activation_ex(tile_view(*e, P, R), tile_view(x, P, R), ActFunc::exp, 1.0f, nullptr, 0.0f, &mv);
+                }
+                kb.tensor_scalar_ex(o, tile_view(*e, P, R), AluOp::mul, 0.0f, &sv, AluOp::bypass, 0.0f, nullptr);
+            }
+            store(c, o);
+        }
+    }
+    kb.release(part);
+    kb.release(s);
+    kb.release(m);
+    o_ring.release(kb);
+    kb.release(w);
+    e_ring.release(kb);
+    x_ring.release(kb);
+}
+
+void softmax_backward(KernelBuilder& kb, const TensorDesc& grad_in, const TensorDesc& grad_out, const TensorDesc& out,
+                      int64_t dim, bool log) {
+    const std::string name = log ? "log_softmax_backward" : "softmax_backward";
+    check_same_shape(name, grad_in, out);
+    check_same_shape(name, grad_out, out);
+    RowSpace rs = row_space(name, out, normalize_dims(name, out.dim(), {dim}),
+                            {{&grad_in, false}, {&grad_out, false}, {&out, false}});
+    if (rs.space.numel() == 0) return;
+    rs.nred = simplify(rs.space, true, rs.nred);
+    check_no_overlap(name, rs.space, 0);
+    const uint32_t fmax =
+        column_budget(kb.chip(), dtype_size(grad_out.dtype) + dtype_size(out.dtype) + dtype_size(grad_in.dtype) + 4, 2);
+    const std::vector<RowTile> tiles = plan_rows(rs.space, rs.nred, fmax);
+    uint32_t F = 1, G = 1;
+    for (const RowTile& t : tiles) {
+        G = std::max(G, t.G);
+        for (uint32_t r : t.R) F = std::max(F, t.G * r);
+    }
+    TileRing g_ring(kb, 2, {F}, grad_out.dtype);
+    TileRing y_ring(kb, 2, {F}, out.dtype);
+    TileRing w_ring(kb, 2, {F}, DType::f32);
+    TileRing o_ring(kb, 2, {F}, grad_in.dtype);
+    const Tile s = kb.alloc_sbuf(kPartitions, {G}, DType::f32);
+    const Tile part = kb.alloc_sbuf(kPartitions, {G}, DType::f32);
+    DmaQueues queues(kb.chip());
+
+    for (const RowTile& t : tiles) {
+        const uint32_t P = t.P, Gt = t.G;
+        const AccessPattern sv = tile_view(s, P, Gt), pv = tile_view(part, P, Gt);
+        const bool single = t.chunks.size() == 1;
+        auto load = [&](TileRing& ring, size_t c, int k, const TensorDesc& d) -> const Tile& {
+            const Tile& x = ring.next();
+            dma_tile(kb, queues, tile_view(x, P, Gt * t.R[c]), hbm_ap(t.chunks[c], k, d), false);
+            return x;
+        };
+        // Pass 1: sum(g * y) (softmax) or sum(g) (log_softmax) per row.
+        const Tile *g0 = nullptr, *y0 = nullptr;
+        for (size_t c = 0; c < t.chunks.size(); ++c) {
+            const uint32_t R = t.R[c];
+            const Tile& g = load(g_ring, c, 1, grad_out);
+            const Tile& y = load(y_ring, c, 2, out);
+            if (c == 0) g0 = &g, y0 = &y;
+            const AccessPattern dst = c == 0 ? sv : pv;
+            if (log) {
+                kb.tensor_reduce(dst, chunk_view(g, P, Gt, R), ReduceOp::add);
+            } else {
+                const AccessPattern wv = chunk_view(w_ring.next(), P, Gt, R);
+                kb.tensor_tensor(wv, chunk_view(g, P, Gt, R), chunk_view(y, P, Gt, R), AluOp::mul);
+                kb.tensor_reduce(dst, wv, ReduceOp::add);
+            }
+            if (c > 0) kb.tensor_tensor(sv, sv, pv, AluOp::add);
+        }
+        // Pass 2: the gradient.
+        for (size_t c = 0; c < t.chunks.size(); ++c) {
+            const uint32_t R = t.R[c];
+            const Tile& g = single ? *g0 : load(g_ring, c, 1, grad_out);
+            const Tile& y = single ? *y0 : load(y_ring, c, 2, out);
+            const AccessPattern gv = chunk_view(g, P, Gt, R), yv = chunk_view(y, P, Gt, R);
+            const AccessPattern wv = chunk_view(w_ring.next(), P, Gt, R);
+            const AccessPattern o = chunk_view(o_ring.next(), P, Gt, R);
+            if (log) {
+                kb.activation(wv, yv, ActFunc::exp);
+                kb.tensor_tensor(wv, wv, group_bcast(s, P, Gt, R), AluOp::mul);
+                kb.tensor_tensor(o, gv, wv, AluOp::sub);
+            } else {
+                kb.tensor_tensor(wv, gv, group_bcast(s, P, Gt, R), AluOp::sub);
+                kb.tensor_tensor(o, wv, yv, AluOp::mul);
+            }
+            dma_tile(kb, queues, hbm_ap(t.chunks[c], 0, grad_in), o, true);
+        }
+    }
+    kb.release(part);
+    kb.release(s);
+    o_ring.release(kb);
+    w_ring.release(kb);
+    y_ring.release(kb);
+    g_ring.release(kb);
+}
+
+// ------------------------------------------------------------------ layer norm / rms norm
+namespace {
+
+// The shared forward: out = (x - mean) * rstd * weight + bias (rms: no mean, no bias).
+void norm_forward(KernelBuilder& kb, const std::string& name, bool rms, const TensorDesc& out, const TensorDesc* mean,
+                  const TensorDesc* rstd, const TensorDesc& in, const TensorDesc* weight, const TensorDesc* bias,
+                  int64_t normalized_ndim, float eps) {
+    check_same_shape(name, out, in);
+    const std::vector<int64_t> dims = last_dims(name, in, normalized_ndim);
+    RowSpace rs = row_space(name, in, dims, {{&out, false}, {&in, false}, {mean, true}, {rstd, true}});
+    if (weight && weight->numel() != rs.D) fail(name, "weight " + weight->str() + " must have the normalized shape");
+    if (bias && bias->numel() != rs.D) fail(name, "bias " + bias->str() + " must have the normalized shape");
+    if (rs.space.numel() == 0) return;
+    rs.nred = simplify(rs.space, true, rs.nred);
+    check_no_overlap(name, rs.space, 0);
+    if (rs.nred > kMaxFreeDims) fail(name, "the normalized dims of " + in.str() + " need more than 4 access-pattern dims");
+    const uint64_t per_col = 2 * dtype_size(in.dtype) + 8 + 2 * dtype_size(out.dtype) +
+                             (weight ? dtype_size(weight->dtype) : 0) + (bias ? dtype_size(bias->dtype) : 0);
+    const uint32_t fmax = whole_row_budget(name, kb.chip(), per_col, rs.D);
+    const uint32_t D = static_cast<uint32_t>(rs.D);
+    const std::vector<RowTile> tiles = plan_rows(rs.space, rs.nred, fmax);
+    uint32_t F = 1, G = 1;
+    for (const RowTile& t : tiles) F = std::max(F, t.G * D), G = std::max(G, t.G);
+
+    DmaQueues queues(kb.chip());
+    Tile w_tile, b_tile;
+    if (weight) {
+        w_tile = kb.alloc_sbuf(kPartitions, {D}, weight->dtype);
+        load_row_broadcast(kb, w_tile, *weight, queues);
+    }
+    if (bias) {
+        b_tile = kb.alloc_sbuf(kPartitions, {D}, bias->dtype);
+        load_row_broadcast(kb, b_tile, *bias, queues);
+    }
+    TileRing x_ring(kb, 2, {F}, in.dtype);
+    const Tile xc = kb.alloc_sbuf(kPartitions, {F}, DType::f32);
+    const Tile sq = kb.alloc_sbuf(kPartitions, {F}, DType::f32);
+    TileRing o_ring(kb, 2, {F}, out.dtype);
+    TileRing m_ring(kb, 2, {G}, DType::f32);
+    TileRing r_ring(kb, 2, {G}, DType::f32);
+
+    for (const RowTile& t : tiles) {
+        const uint32_t P = t.P, Gt = t.G;
+        const Tile& x = x_ring.next();
+        dma_tile(kb, queues, tile_view(x, P, Gt * D), hbm_ap(t.chunks[0], 1, in), false);
+        const AccessPattern xv = chunk_view(x, P, Gt, D), cv = chunk_view(xc, P, Gt, D), qv = chunk_view(sq, P, Gt, D);
+        const Tile& m = m_ring.next();
+        const Tile& r = r_ring.next();
+        const AccessPattern mv = tile_view(m, P, Gt), rv = tile_view(r, P, Gt);
+        AccessPattern centered = xv;
+        if (!rms) {
+            kb.tensor_reduce(mv, xv, ReduceOp::add);
+            kb.tensor_scalar(mv, mv, AluOp::mul, 1.0f / static_cast<float>(D));
+            kb.tensor_tensor(cv, xv, group_bcast(m, P, Gt, D), AluOp::sub);
+            centered = cv;
+        }
+        kb.tensor_tensor(qv, centered, centered, AluOp::mul);
+        kb.tensor_reduce(rv, qv, ReduceOp::add);
+        kb.activation(rv, rv, ActFunc::rsqrt, 1.0f / static_cast<float>(D), eps);
+        // y = centered * rstd (* weight) (+ bias); the last step writes out's dtype.
+        const AccessPattern o = chunk_view(o_ring.next(), P, Gt, D);
+        const bool more_after_scale = weight || bias;
+        kb.tensor_tensor(more_after_scale ? cv : o, centered, group_bcast(r, P, Gt, D), AluOp::mul);
+        if (weight) kb.tensor_tensor(bias ? cv : o, cv, row_bcast(w_tile, P, Gt, D), AluOp::mul);
+        if (bias) kb.tensor_tensor(o, cv, row_bcast(b_tile, P, Gt, D), AluOp::add);
+        dma_tile(kb, queues, hbm_ap(t.chunks[0], 0, out), o, true);
+        if (mean && !rms) dma_tile(kb, queues, hbm_ap(t.kept, 2, *mean), mv, true);
+        if (rstd) dma_tile(kb, queues, hbm_ap(t.kept, 3, *rstd), rv, true);
+    }
+    r_ring.release(kb);
+    m_ring.release(kb);
+    o_ring.release(kb);
+    kb.release(sq);
+    kb.release(xc);
+    x_ring.release(kb);
+    if (bias) kb.release(b_tile);
+    if (weight) kb.release(w_tile);
+}
+
+// The shared backward. xhat = (x - mean) * rstd (rms: x * rstd), gw = g * weight;
+//   layer norm: grad_in = rstd * (gw - mean(gw) - xhat * mean(gw * xhat))
+//   rms norm:   grad_in = rstd * (gw - xhat * mean(gw * xhat))
+//   grad_weight = sum over rows of g * xhat, grad_bias = sum over rows of g.
+void norm_backward(KernelBuilder& kb, const std::string& name, bool rms, const TensorDesc* grad_in,
+                   const TensorDesc* grad_weight, const TensorDesc* grad_bias, const TensorDesc& grad_out,
+                   const TensorDesc& in, const TensorDesc* mean, const TensorDesc& rstd, const TensorDesc* weight,
+                   int64_t normalized_ndim) {
+    check_same_shape(name, grad_out, in);
+    if (grad_in) check_same_shape(name, *grad_in, in);
+    const std::vector<int64_t> dims = last_dims(name, in, normalized_ndim);
+    RowSpace rs = row_space(name, in, dims,
+                            {{grad_in, false}, {&grad_out, false}, {&in, false}, {mean, true}, {&rstd, true}});
+    for (const TensorDesc* t : {weight, grad_weight, grad_bias})
+        if (t && t->numel() != rs.D) fail(name, t->str() + " must have the normalized shape");
+    const uint32_t D = static_cast<uint32_t>(rs.D);
+    DmaQueues queues(kb.chip());
+    if (in.numel() == 0) {
+        // No rows: the parameter gradients are zero.
+        for (const TensorDesc* t : {grad_weight, grad_bias})
+            if (t) fill(kb, *t, 0.0f);
+        return;
+    }
+    rs.nred = simplify(rs.space, true, rs.nred);
+    if (grad_in) check_no_overlap(name, rs.space, 0);
+    if (rs.nred > kMaxFreeDims) fail(name, "the normalized dims of " + in.str() + " need more than 4 access-pattern dims");
+    const uint64_t per_col = dtype_size(grad_out.dtype) * 2 + dtype_size(in.dtype) * 2 + 12 +
+                             (grad_in ? dtype_size(grad_in->dtype) : 0) + (weight ? dtype_size(weight->dtype) : 0) +
+                             (grad_weight ? 4 : 0) + (grad_bias ? 4 : 0);
+    const uint32_t fmax = whole_row_budget(name, kb.chip(), per_col, rs.D);
+    const std::vector<RowTile> tiles = plan_rows(rs.space, rs.nred, fmax);
+    uint32_t F = 1, G = 1;
+    for (const RowTile& t : tiles) F = std::max(F, t.G * D), G = std::max(G, t.G);
+
+    Tile w_tile, dw_acc, db_acc;
+    if (weight) {
+        w_tile = kb.alloc_sbuf(kPartitions, {D}, weight->dtype);
+        load_row_broadcast(kb, w_tile, *weight, queues);
+    }
+    if (grad_weight) {
+        dw_acc = kb.alloc_sbuf(kPartitions, {D}, DType::f32);
+        kb.memset(dw_acc.ap(), 0.0f);
+    }
+    if (grad_bias) {
+        db_acc = kb.alloc_sbuf(kPartitions, {D}, DType::f32);
+        kb.memset(db_acc.ap(), 0.0f);
+    }
+    TileRing g_ring(kb, 2, {F}, grad_out.dtype);
+    TileRing x_ring(kb, 2, {F}, in.dtype);
+    const Tile xhat = kb.alloc_sbuf(kPartitions, {F}, DType::f32);
+    const Tile gw = kb.alloc_sbuf(kPartitions, {F}, DType::f32);
+    const Tile tmp = kb.alloc_sbuf(kPartitions, {F}, DType::f32);
+    TileRing o_ring;
+    if (grad_in) o_ring = TileRing(kb, 1, {F}, grad_in->dtype);
+    const Tile m = kb.alloc_sbuf(kPartitions, {G}, DType::f32);
+    const Tile r = kb.alloc_sbuf(kPartitions, {G}, DType::f32);
+    const Tile a = kb.alloc_sbuf(kPartitions, {G}, DType::f32);
+    const Tile b = kb.alloc_sbuf(kPartitions, {G}, DType::f32);
+    const float inv_d = 1.0f / static_cast<float>(D);
+
+    for (const RowTile& t : tiles) {
+        const uint32_t P = t.P, Gt = t.G;
+        const Tile& g = g_ring.next();
+        const Tile& x = x_ring.next();
+        dma_tile(kb, queues, tile_view(g, P, Gt * D), hbm_ap(t.chunks[0], 1, grad_out), false);
+        dma_tile(kb, queues, tile_view(x, P, Gt * D), hbm_ap(t.chunks[0], 2, in), false);
+        const AccessPattern mv = tile_view(m, P, Gt), rv = tile_view(r, P, Gt);
+        if (!rms) dma_tile(kb, queues, mv, hbm_ap(t.kept, 3, *mean), false);
+        dma_tile(kb, queues, rv, hbm_ap(t.kept, 4, rstd), false);
+        const AccessPattern gv = chunk_view(g, P, Gt, D), xv = chunk_view(x, P, Gt, D);
+        const AccessPattern hv = chunk_view(xhat, P, Gt, D), wv = chunk_view(gw, P, Gt, D), tv = chunk_view(tmp, P, Gt, D);
+        if (rms) {
+            kb.tensor_tensor(hv, xv, group_bcast(r, P, Gt, D), AluOp::mul);
+        } else {
+            kb.tensor_tensor(hv, xv, group_bcast(m, P, Gt, D), AluOp::sub);
+            kb.tensor_tensor(hv, hv, group_bcast(r, P, Gt, D), AluOp::mul);
+        }
+        if (grad_bias) accumulate_groups(kb, db_acc, g, tmp, P, Gt, D);
+        if (grad_weight) {
+            kb.tensor_tensor(tv, gv, hv, AluOp::mul);
+            accumulate_groups(kb, dw_acc, tmp, gw, P, Gt, D);
+        }
+        if (!grad_in) continue;
+        const AccessPattern gwv = weight ? wv : gv;
+        if (weight) kb.tensor_tensor(wv, gv, row_bcast(w_tile, P, Gt, D), AluOp::mul);
+        const AccessPattern av = tile_view(a, P, Gt), bv = tile_view(b, P, Gt);
+        kb.tensor_tensor(tv, gwv, hv, AluOp::mul);
+        kb.tensor_reduce(bv, tv, ReduceOp::add);
+        kb.tensor_scalar(bv, bv, AluOp::mul, inv_d);
+        kb.tensor_tensor(tv, hv, group_bcast(b, P, Gt, D), AluOp::mul);
+        kb.tensor_tensor(tv, gwv, tv, AluOp::sub);
+        if (!rms) {
+            kb.tensor_reduce(av, gwv, ReduceOp::add);
+            kb.tensor_scalar(av, av, AluOp::mul, inv_d);
+            kb.tensor_tensor(tv, tv, group_bcast(a, P, Gt, D), AluOp::sub);
+        }
+        const AccessPattern o = chunk_view(o_ring.next(), P, Gt, D);
+        kb.tensor_tensor(o, tv, group_bcast(r, P, Gt, D), AluOp::mul);
+        dma_tile(kb, queues, hbm_ap(t.chunks[0], 0, *grad_in), o, true);
+    }
+    kb.release(b);
+    kb.release(a);
+    kb.release(r);
+    kb.release(m);
+    if (grad_in) o_ring.release(kb);
+    kb.release(tmp);
+    kb.release(gw);
+    kb.release(xhat);
+    x_ring.release(kb);
+    g_ring.release(kb);
+    if (grad_bias) store_partition_sum(kb, db_acc, D, *grad_bias, queues);
+    if (grad_weight) store_partition_sum(kb, dw_acc, D, *grad_weight, queues);
+    if (grad_bias) kb.release(db_acc);
+    if (grad_weight) kb.release(dw_acc);
+    if (weight) kb.release(w_tile);
+}
+
+}  // namespace
+
+void layer_norm(KernelBuilder& kb, const TensorDesc& out, const TensorDesc* mean, const TensorDesc* rstd,
+                const TensorDesc& in, const TensorDesc* weight, const TensorDesc* bias, int64_t normalized_ndim,
+                float eps) {
+    norm_forward(kb, "layer_norm", false, out, mean, rstd, in, weight, bias, normalized_ndim, eps);
+}
+
+void layer_norm_backward(KernelBuilder& kb, const TensorDesc* grad_in, const TensorDesc* grad_weight,
+                         const TensorDesc* grad_bias, const TensorDesc& grad_out, const TensorDesc& in,
+                         const TensorDesc& mean, const TensorDesc& rstd, const TensorDesc* weight,
+                         int64_t normalized_ndim) {
+    norm_backward(kb, "layer_norm_backward", false, grad_in, grad_weight, grad_bias, grad_out, in, &mean, rstd, weight,
+                  normalized_ndim);
+}
+
+void rms_norm(KernelBuilder& kb, const TensorDesc& out, const TensorDesc* rstd, const TensorDesc& in,
+              const TensorDesc* weight, int64_t normalized_ndim, float eps) {
+    norm_forward(kb, "rms_norm", true, out, nullptr, rstd, in, weight, nullptr, normalized_ndim, eps);
+}
+
+void rms_norm_backward(KernelBuilder& kb, const TensorDesc* grad_in, const TensorDesc* grad_weight,
+                       const TensorDesc& grad_out, const TensorDesc& in, const TensorDesc& rstd,
+                       const TensorDesc* weight, int64_t normalized_ndim) {
+    norm_backward(kb, "rms_norm_backward", true, grad_in, grad_weight, nullptr, grad_out, in, nullptr, rstd, weight,
+                  normalized_ndim);
+}
+
+}  // namespace trnsim::ops

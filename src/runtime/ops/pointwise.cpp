@@ -1,0 +1,225 @@
+// Pointwise operators: unary (ScalarE activation functions), binary and
+// scalar ops (VectorE ALU), where, fill, copy, clamp and activation backward.
+#include <algorithm>
+#include <cmath>
+
+#include "common.h"
+
+namespace trnsim::ops {
+
+using namespace detail;
+
+namespace {
+
+ActFunc act_for(Unary op) {
+    switch (op) {
+        case Unary::identity: return ActFunc::identity;
+        case Unary::neg: return ActFunc::neg;
+        case Unary::abs: return ActFunc::abs;
+        case Unary::exp: return ActFunc::exp;
+        case Unary::log: return ActFunc::log;
+        case Unary::sqrt: return ActFunc::sqrt;
+        case Unary::rsqrt: return ActFunc::rsqrt;
+        case Unary::reciprocal: return ActFunc::reciprocal;
+        case Unary::sigmoid: return ActFunc::sigmoid;
+        case Unary::tanh: return ActFunc::tanh;
+        case Unary::relu: return ActFunc::relu;
+        case Unary::gelu: return ActFunc::gelu;
+        case Unary::gelu_tanh: return ActFunc::gelu_tanh;
+        case Unary::silu: return ActFunc::silu;
+        case Unary::sin: return ActFunc::sin;
+        case Unary::cos: return ActFunc::cos;
+        case Unary::erf: return ActFunc::erf;
+        case Unary::square: return ActFunc::square;
+        case Unary::sign: return ActFunc::sign;
+        case Unary::softplus: return ActFunc::softplus;
+        case Unary::logical_not: break;
+    }
+    throw OpError("unary: op " + std::to_string(static_cast<int>(op)) + " has no activation function");
+}
+
+AluOp alu_for(Binary op) {
+    switch (op) {
+        case Binary::add: return AluOp::add;
+        case Binary::sub: return AluOp::sub;
+        case Binary::mul: return AluOp::mul;
+        case Binary::div: return AluOp::div;
+        case Binary::maximum: return AluOp::max;
+        case Binary::minimum: return AluOp::min;
+        case Binary::pow: return AluOp::pow;
+        case Binary::fmod: return AluOp::mod;
+        case Binary::eq: return AluOp::eq;
+        case Binary::ne: return AluOp::ne;
+        case Binary::lt: return AluOp::lt;
+        case Binary::le: return AluOp::le;
+        case Binary::gt: return AluOp::gt;
+        case Binary::ge: return AluOp::ge;
+        case Binary::logical_and: return AluOp::logical_and;
+        case Binary::logical_or: return AluOp::logical_or;
+        case Binary::logical_xor: return AluOp::logical_xor;
+        case Binary::bitwise_and: return AluOp::bitwise_and;
+        case Binary::bitwise_or: return AluOp::bitwise_or;
+        case Binary::bitwise_xor: return AluOp::bitwise_xor;
+    }
+    throw OpError("binary: unknown op " + std::to_string(static_cast<int>(op)));
+}
+
+bool is_bitwise(Binary op) {
+    return op == Binary::bitwise_and || op == Binary::bitwise_or || op == Binary::bitwise_xor;
+}
+
+void check_bitwise_dtypes(const std::string& name, Binary op, std::initializer_list<const TensorDesc*> ts) {
+    if (!is_bitwise(op)) return;
+    for (const TensorDesc* t : ts)
+        if (is_float(t->dtype)) fail(name, std::string("bitwise ops need integer or bool tensors, got ") + t->str());
+}
+
+}  // namespace
+
+void unary(KernelBuilder& kb, Unary op, const TensorDesc& out, const TensorDesc& in) {
+    if (op == Unary::logical_not) {
+        run_elementwise(kb, "logical_not", out, {&in}, 0, [&](auto& x, auto& y, auto&) {
+            kb.tensor_scalar(y, x[0], AluOp::eq, 0.0f);
+        });
+        return;
+    }
+    const ActFunc f = act_for(op);
+    run_elementwise(kb, "unary", out, {&in}, 0, [&](auto& x, auto& y, auto&) { kb.activation(y, x[0], f); });
+}
+
+void binary(KernelBuilder& kb, Binary op, const TensorDesc& out, const TensorDesc& a, const TensorDesc& b, float alpha) {
+    const AluOp alu = alu_for(op);
+    check_bitwise_dtypes("binary", op, {&out, &a, &b});
+    const bool scaled = alpha != 1.0f;
+    if (scaled && op != Binary::add && op != Binary::sub) fail("binary", "alpha is only defined for add and sub");
+    run_elementwise(kb, "binary", out, {&a, &b}, scaled ? 1 : 0, [&](auto& x, auto& y, auto& tmp) {
+        if (scaled) {
+            kb.tensor_scalar(tmp[0], x[1], AluOp::mul, alpha);
+            kb.tensor_tensor(y, x[0], tmp[0], alu);
+        } else {
+            kb.tensor_tensor(y, x[0], x[1], alu);
+        }
+    });
+}
+
+void binary_scalar(KernelBuilder& kb, Binary op, const TensorDesc& out, const TensorDesc& a, float s, bool reverse) {
+    const AluOp alu = alu_for(op);
+    check_bitwise_dtypes("binary_scalar", op, {&out, &a});
+    run_elementwise(kb, "binary_scalar", out, {&a}, 0, [&](auto& x, auto& y, auto&) {
+        kb.tensor_scalar_ex(y, x[0], alu, s, nullptr, AluOp::bypass, 0.0f, nullptr, reverse ? F_REVERSE0 : 0);
+    });
+}
+
+void where(KernelBuilder& kb, const TensorDesc& out, const TensorDesc& cond, const TensorDesc& a, const TensorDesc& b) {
+    run_elementwise(kb, "where", out, {&cond, &a, &b}, 0,
+                    [&](auto& x, auto& y, auto&) { kb.select(y, x[0], x[1], x[2]); });
+}
+
+void clamp(KernelBuilder& kb, const TensorDesc& out, const TensorDesc& in, std::optional<float> lo,
+           std::optional<float> hi) {
+    if ((lo && std::isnan(*lo)) || (hi && std::isnan(*hi))) fail("clamp", "NaN bounds are not supported");
+    run_elementwise(kb, "clamp", out, {&in}, 0, [&](auto& x, auto& y, auto&) {
+        if (lo && hi) kb.tensor_scalar(y, x[0], AluOp::max, *lo, AluOp::min, *hi);
+        else if (lo) kb.tensor_scalar(y, x[0], AluOp::max, *lo);
+        else if (hi) kb.tensor_scalar(y, x[0], AluOp::min, *hi);
+        else kb.tensor_copy(y, x[0]);
+    });
+}
+
+void fill(KernelBuilder& kb, const TensorDesc& out, float value) {
+    IterSpace s = elementwise_space("fill", out, {});
+    if (s.numel() == 0) return;
+    simplify(s);
+    check_no_overlap("fill", s, 0);
+    const uint32_t fmax = column_budget(kb.chip(), dtype_size(out.dtype), 1);
+    const std::vector<TileBox> tiles = plan_tiles(s, fmax);
+    uint32_t P = 1, F = 1;
+    for (const TileBox& t : tiles) P = std::max(P, t.P), F = std::max(F, t.F);
+    // One constant tile, stored to every piece of out.
+    const Tile tile = kb.alloc_sbuf(kPartitions, {F}, out.dtype);
+    kb.memset(tile_view(tile, P, F), value);
+    DmaQueues queues(kb.chip());
+    for (const TileBox& t : tiles) kb.dma_copy(hbm_ap(t.box, 0, out), tile_view(tile, t.P, t.F), queues.store());
+    kb.release(tile);
+}
+
+void copy(KernelBuilder& kb, const TensorDesc& out, const TensorDesc& in) {
+    IterSpace s = elementwise_space("copy", out, {&in});
+    if (s.numel() == 0) return;
+    simplify(s);
+    check_no_overlap("copy", s, 0);
+    // HBM to HBM: each piece is one DMA with access patterns on both sides; pieces are sized so
+    // that every DMA queue gets work (but no piece is smaller than 512 elements per row).
+    const int64_t queues_n = std::max<uint32_t>(1, kb.chip().dma.queues);
+    const int64_t target = std::max<int64_t>(512, s.numel() / (kPartitions * queues_n));
+    const std::vector<TileBox> tiles = plan_tiles(s, 65535, 0, target);
+    uint32_t q = 0;
+    for (const TileBox& t : tiles)
+        kb.dma_copy(hbm_ap(t.box, 0, out), hbm_ap(t.box, 1, in), static_cast<int>(q++ % queues_n));
+}
+
+void activation_backward(KernelBuilder& kb, ActivationGrad op, const TensorDesc& grad_in, const TensorDesc& grad_out,
+                         const TensorDesc& x, float threshold) {
+    constexpr float kInvSqrt2 = 0.70710678118654752f;
+    constexpr float kInvSqrt2Pi = 0.39894228040143268f;   // 1 / sqrt(2 pi)
+    constexpr float kBeta = 0.79788456080286536f;         // sqrt(2 / pi)
+    constexpr float kKappa = 0.044715f;
+    const int ntmp = op == ActivationGrad::gelu_tanh ? 3 : op == ActivationGrad::threshold ? 1 : 2;
+    run_elementwise(kb, "activation_backward", grad_in, {&grad_out, &x}, ntmp, [&](auto& in, auto& out, auto& t) {
+        const AccessPattern &g = in[0], &v = in[1];
+        switch (op) {
+            case ActivationGrad::gelu:
+                // Phi(x) + x * phi(x)
+                kb.activation(t[0], v, ActFunc::erf, kInvSqrt2);
+                kb.tensor_scalar(t[0], t[0], AluOp::mul, 0.5f, AluOp::add, 0.5f);
+                kb.activation(t[1], v, ActFunc::square);
+                kb.activation(t[1], t[1], ActFunc::exp, -0.5f);
+                kb.tensor_tensor(t[1], t[1], v, AluOp::mul);
+                kb.tensor_scalar(t[1], t[1], AluOp::mul, kInvSqrt2Pi);
+                kb.tensor_tensor(t[0], t[0], t[1], AluOp::add);
+                kb.tensor_tensor(out, t[0], g, AluOp::mul);
+                return;
+            case ActivationGrad::gelu_tanh:
+                // 0.5 (1 + tanh(u)) + 0.5 x (1 - tanh(u)^2) beta (1 + 3 kappa x^2), u = beta (x + kappa x^3)
+                kb.activation(t[0], v, ActFunc::square);                               // x^2
+                kb.tensor_scalar(t[1], t[0], AluOp::mul, kKappa, AluOp::add, 1.0f);    // 1 + kappa x^2
+                kb.tensor_tensor(t[1], t[1], v, AluOp::mul);                           // x + kappa x^3
+                kb.activation(t[1], t[1], ActFunc::tanh, kBeta);                       // tanh(u)
+                kb.tensor_scalar(t[0], t[0], AluOp::mul, 3.0f * kKappa * kBeta, AluOp::add, kBeta);
+                kb.tensor_tensor(t[0], t[0], v, AluOp::mul);                           // x beta (1 + 3 kappa x^2)
+                kb.activation(t[2], t[1], ActFunc::square);                            // tanh^2
+                kb.tensor_scalar(t[2], t[2], AluOp::mul, -0.5f, AluOp::add, 0.5f);     // 0.5 (1 - tanh^2)
+                kb.tensor_tensor(t[0], t[0], t[2], AluOp::mul);
+                kb.tensor_scalar(t[1], t[1], AluOp::mul, 0.5f, AluOp::add, 0.5f);      // 0.5 (1 + tanh)
+                kb.tensor_tensor(t[0], t[0], t[1], AluOp::add);
+                kb.tensor_tensor(out, t[0], g, AluOp::mul);
+                return;
+            case ActivationGrad::silu:
+                // s (1 + x (1 - s))
+                kb.activation(t[0], v, ActFunc::sigmoid);
+                kb.tensor_scalar(t[1], t[0], AluOp::mul, -1.0f, AluOp::add, 1.0f);
+                kb.tensor_tensor(t[1], t[1], v, AluOp::mul);
+                kb.tensor_scalar(t[1], t[1], AluOp::add, 1.0f);
+                kb.tensor_tensor(t[0], t[0], t[1], AluOp::mul);
+                kb.tensor_tensor(out, t[0], g, AluOp::mul);
+                return;
+            case ActivationGrad::sigmoid:
+                kb.tensor_scalar(t[0], v, AluOp::mul, -1.0f, AluOp::add, 1.0f);
+                kb.tensor_tensor(t[0], t[0], v, AluOp::mul);
+                kb.tensor_tensor(out, t[0], g, AluOp::mul);
+                return;
+            case ActivationGrad::tanh:
+                kb.activation(t[0], v, ActFunc::square);
+                kb.tensor_scalar(t[0], t[0], AluOp::mul, -1.0f, AluOp::add, 1.0f);
+                kb.tensor_tensor(out, t[0], g, AluOp::mul);
+                return;
+            case ActivationGrad::threshold:
+                kb.tensor_scalar(t[0], v, AluOp::gt, threshold);
+                select_imm(kb, out, t[0], g, 0.0f);
+                return;
+        }
+        throw OpError("activation_backward: unknown op " + std::to_string(static_cast<int>(op)));
+    });
+}
+
+}  // namespace trnsim::ops

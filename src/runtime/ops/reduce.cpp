@@ -1,0 +1,468 @@
+// Reductions: sum/mean/max/min over any dims, var/std, and max/min with
+// indices along one dim. The reduced dims are laid into the free axis by the
+// DMA access patterns (plan_rows), reduced with tensor_reduce on VectorE in
+// fp32, and combined across chunks with tensor_tensor when they do not fit
+// one tile.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "common.h"
+
+namespace trnsim::ops {
+
+using namespace detail;
+
+namespace {
+
+ReduceOp reduce_op_for(Reduce op) {
+    switch (op) {
+        case Reduce::sum:
+        case Reduce::mean: return ReduceOp::add;
+        case Reduce::max: return ReduceOp::max;
+        case Reduce::min: return ReduceOp::min;
+        case Reduce::prod_unsupported_: break;
+    }
+    throw OpError("reduce: product reductions are not supported");
+}
+
+AluOp alu_for(ReduceOp op) {
+    return op == ReduceOp::add ? AluOp::add : op == ReduceOp::max ? AluOp::max : AluOp::min;
+}
+
+// [P, G, R] view of a chunk tile and [P, G, R] broadcast of a [P, G] per-group value.
+AccessPattern chunk_view(const Tile& t, uint32_t P, uint32_t G, uint32_t R) { return tile_view(t, P, {G, R}, {R, 1}); }
+AccessPattern group_bcast(const Tile& t, uint32_t P, uint32_t G, uint32_t R) { return tile_view(t, P, {G, R}, {1, 0}); }
+
+struct Reduction {
+    IterSpace space;
+    int nred = 0;
+    int64_t R = 1;   // reduced elements per output element
+};
+
+Reduction make_reduction(const std::string& name, const TensorDesc& in, const std::vector<int64_t>& dims,
+                         const std::vector<SpaceOperand>& ops) {
+    check_desc(name, in, "in");
+    Reduction r;
+    r.space = reduction_space(name, in.sizes, dims, ops, &r.nred);
+    for (int64_t d : dims) r.R *= in.sizes[d];
+    return r;
+}
+
+uint32_t max_cols(const std::vector<RowTile>& tiles, uint32_t* gmax) {
+    uint32_t F = 1, G = 1;
+    for (const RowTile& t : tiles) {
+        G = std::max(G, t.G);
+        for (uint32_t r : t.R) F = std::max(F, t.G * r);
+    }
+    *gmax = G;
+    return F;
+}
+
+// ------------------------------------------------------------------ column reductions
+// When the reduced dims lie outside a kept dim that is contiguous in the input (a sum over the
+// rows of [N, C]: bias and norm-weight gradients), the row path would read one element per DMA
+// descriptor. Instead rows go on partitions and the contiguous dim on the free axis: tiles
+// [P rows, G rows, C columns] (each partition reads G whole rows at once) are reduced over G
+// and accumulated across tiles on the VectorE in fp32, then the [128, C] partial results are
+// reduced across partitions by TensorE transposes ([128, 128] blocks into PSUM) and a free-axis
+// reduce, and transposed back into rows for a contiguous store.
+struct ColumnPlan {
+    std::vector<Dim> outer;   // the other kept dims (host loop)
+    Dim col;                  // the kept dim with input stride 1
+    std::vector<Dim> rows;    // the reduced dims
+};
+
+// Whether the space (simplified, reduced dims last) suits a column reduction.
+bool column_layout(const IterSpace& s, int nred, ColumnPlan* plan) {
+    const int nkept = static_cast<int>(s.dims.size()) - nred;
+    if (nred == 0 || nkept == 0 || s.dims.back().stride[1] == 1) return false;
+    int c = -1;
+    for (int k = 0; k < nkept; ++k)
+        if (s.dims[k].stride[1] == 1) c = k;
+    if (c < 0) return false;
+    plan->outer.clear();
+    for (int k = 0; k < nkept; ++k)
+        if (k != c) plan->outer.push_back(s.dims[k]);
+    plan->col = s.dims[c];
+    plan->rows.assign(s.dims.end() - nred, s.dims.end());
+    int64_t rows = 1;
+    for (const Dim& d : plan->rows) rows *= d.size;
+    // Tiny reductions stay on the row path (fewer instructions).
+    return rows * plan->col.size >= 512;
+}
+
+// One tile of rows: partition p, group g holds row 'first + p * pstride + g * gstride' (input
+// elements from the row origin).
+struct RowBlock {
+    int64_t offset = 0;
+    uint32_t P = 1, G = 1;
+    int64_t pstride = 0, gstride = 0;
+};
+
+// Row tiles over the reduced dims; the first has the most partitions. One reduced dim is cut
+// into [128, G] blocks (G <= gmax rows per partition, filling 128 partitions); several reduced
+// dims are walked in blocks of up to 128 rows of the innermost one.
+std::vector<RowBlock> row_blocks(const std::vector<Dim>& rows, uint32_t gmax) {
+    std::vector<RowBlock> out;
+    if (rows.size() == 1) {
+        const int64_t stride = rows[0].stride[1];
+        int64_t r0 = 0, left = rows[0].size;
+        while (left > 0) {
+            RowBlock b;
+            b.G = static_cast<uint32_t>(std::clamp<int64_t>(left / kPartitions, 1, gmax));
+            b.P = static_cast<uint32_t>(std::min<int64_t>(kPartitions, left / b.G));
+            b.offset = r0 * stride;
+            b.pstride = b.G * stride;
+            b.gstride = stride;
+            const int64_t n = static_cast<int64_t>(b.P) * b.G;
+            r0 += n;
+            left -= n;
+            out.push_back(b);
+        }
+        return out;
+    }
+    for_each_box(rows, {}, kPartitions, 1, [&](const Box& box) {
+        RowBlock b;
+        b.offset = box.offset[1];
+        b.P = static_cast<uint32_t>(box.dims[0].size);
+        b.pstride = box.dims[0].stride[1];
+        out.push_back(b);
+    });
+    return out;
+}
+
+void column_reduce(KernelBuilder& kb, Reduce op, const TensorDesc& out, const TensorDesc& in, const IterSpace& s,
+                   const ColumnPlan& plan, int64_t R) {
+    const ReduceOp rop = reduce_op_for(op);
+    const AluOp alu = alu_for(rop);
+    const int64_t C = plan.col.size;
+    const uint32_t fmax = column_budget(kb.chip(), dtype_size(in.dtype), 3);
+    const int64_t nchunks = ceil_div(C, fmax);
+    const uint32_t Cmax = static_cast<uint32_t>(ceil_div(C, nchunks));
+    const uint32_t nbmax = static_cast<uint32_t>(ceil_div(Cmax, kPartitions));
+    const std::vector<RowBlock> blocks = row_blocks(plan.rows, std::max<uint32_t>(1, fmax / Cmax));
+    uint32_t F = 1;
+    for (const RowBlock& b : blocks) F = std::max(F, b.G * Cmax);
+    const bool grouped = F > Cmax;
+    // With one plain block of a TensorE dtype the transposes read the loaded tile directly.
+    const bool direct = blocks.size() == 1 && blocks[0].G == 1 &&
+                        (in.dtype == DType::f32 || in.dtype == DType::bf16 || in.dtype == DType::f16);
+
+    // Long single-dim reductions alternate their blocks between two accumulators, one on the
+    // VectorE and one on the GpSimdE (every block but the last has 128 partitions).
+    const int nacc = direct ? 0 : plan.rows.size() == 1 && blocks.size() >= 4 ? 2 : 1;
+    const Engine engines[2] = {Engine::Vector, Engine::GpSimd};
+
+    TileRing x_ring(kb, blocks.size() > 1 ? 3 : 1, {F}, in.dtype);
+    std::vector<Tile> acc, part;
+    for (int e = 0; e < nacc; ++e) {
+        acc.push_back(kb.alloc_sbuf(kPartitions, {Cmax}, DType::f32));
+        if (grouped && blocks.size() > 1) part.push_back(kb.alloc_sbuf(kPartitions, {Cmax}, DType::f32));
+    }
+    const Tile res = kb.alloc_sbuf(kPartitions, {nbmax}, DType::f32);
+    TileRing o_ring(kb, 2, {kPartitions}, out.dtype);
+    const std::array<Tile, 2> pt = {kb.alloc_psum(kPartitions, kPartitions), kb.alloc_psum(kPartitions, kPartitions)};
+    const Tile rows_ps = kb.alloc_psum(kPartitions, kPartitions);
+    // The last block column may be partial: its unused entries are transposed but never stored.
+    kb.memset(res.ap(), 0.0f);
+    DmaQueues queues(kb.chip());
+    const float inv_r = 1.0f / static_cast<float>(R);
+    const uint32_t P0 = blocks[0].P;
+
+    for_each_box(plan.outer, s.offset, 1, 0, [&](const Box& outer) {
+        for (int64_t c0 = 0; c0 < C; c0 += Cmax) {
+            const uint32_t Cc = static_cast<uint32_t>(std::min<int64_t>(Cmax, C - c0));
+            const Tile* src = direct ? nullptr : &acc[0];
+            for (size_t i = 0; i < blocks.size(); ++i) {
+                const RowBlock& b = blocks[i];
+                const Tile& x = x_ring.next();
+                Box box;
+                box.offset = outer.offset;
+                box.offset[1] += b.offset + c0;
+                Dim pd, gd, cd;
+                pd.size = b.P, pd.stride[1] = b.pstride;
+                gd.size = b.G, gd.stride[1] = b.gstride;
+                cd.size = Cc, cd.stride[1] = 1;
+                box.dims = {pd, gd, cd};
+                dma_tile(kb, queues, tile_view(x, b.P, b.G * Cc), hbm_ap(box, 1, in), false);
+                if (direct) {
+                    src = &x;
+                    break;
+                }
+                const size_t k = i % nacc;
+                const Engine e = engines[k];
+                const AccessPattern a = tile_view(acc[k], b.P, Cc);
+                const AccessPattern xv = b.G == 1 ? tile_view(x, b.P, Cc) : tile_view(x, b.P, {Cc, b.G}, {1, Cc});
+                if (i == k) {   // the first block of accumulator k
+                    if (b.G == 1) kb.tensor_copy(a, xv, e);
+                    else kb.tensor_reduce(a, xv, rop, 1, e);
+                } else if (b.G == 1) {
+                    kb.tensor_tensor(a, a, xv, alu, e);
+                } else {
+                    const AccessPattern pv = tile_view(part[k], b.P, Cc);
+                    kb.tensor_reduce(pv, xv, rop, 1, e);
+                    kb.tensor_tensor(a, a, pv, alu, e);
+                }
+            }
+            if (nacc == 2) {
+                const AccessPattern a = tile_view(acc[0], kPartitions, Cc);
+                kb.tensor_tensor(a, a, tile_view(acc[1], kPartitions, Cc), alu);
+            }
+            // Across partitions: [P0, 128-column block] -> PSUM [128, P0] -> reduce -> res column.
+            const uint32_t nb = static_cast<uint32_t>(ceil_div(Cc, kPartitions));
+            for (uint32_t blk = 0; blk < nb; ++blk) {
+                const uint32_t cb = std::min<uint32_t>(kPartitions, Cc - blk * kPartitions);
+                const Tile& t = pt[blk % 2];
+                AccessPattern from = tile_view(*src, P0, Cc);
+                from.offset += static_cast<uint64_t>(blk) * kPartitions * dtype_size(src->dtype);
+                from.size[0] = cb;
+                kb.transpose(t.region(0, cb, 0, P0), from);
+                kb.tensor_reduce(res.region(0, cb, blk, 1), t.region(0, cb, 0, P0), rop);
+            }
+            // Back to rows: out[c0 + 128 * blk + j] = rows_ps[blk, j].
+            kb.transpose(rows_ps.region(0, nb, 0, kPartitions), res.region(0, kPartitions, 0, nb));
+            const Tile& o = o_ring.next();
+            const AccessPattern ov = o.region(0, nb, 0, kPartitions);
+            if (op == Reduce::mean) kb.tensor_scalar(ov, rows_ps.region(0, nb, 0, kPartitions), AluOp::mul, inv_r);
+            else kb.tensor_copy(ov, rows_ps.region(0, nb, 0, kPartitions));
+            const int64_t so = plan.col.stride[0];
+            const uint32_t full = Cc / kPartitions, tail = Cc % kPartitions;
+            Box ob;
+            ob.offset = outer.offset;
+            ob.offset[0] += c0 * so;
+            Dim rd, cd;
+            rd.stride[0] = kPartitions * so;
+            cd.stride[0] = so;
+            if (full) {
+                rd.size = full, cd.size = kPartitions;
+                ob.dims = {rd, cd};
+                kb.dma_copy(hbm_ap(ob, 0, out), o.region(0, full, 0, kPartitions), queues.store());
+            }
+            if (tail) {
+                ob.offset[0] += static_cast<int64_t>(full) * kPartitions * so;
+                rd.size = 1, cd.size = tail;
+                ob.dims = {rd, cd};
+                kb.dma_copy(hbm_ap(ob, 0, out), o.region(full, 1, 0, tail), queues.store());
+            }
+        }
+    });
+    kb.release(rows_ps);
+    kb.release(pt[1]);
+    kb.release(pt[0]);
+    o_ring.release(kb);
+    kb.release(res);
+    for (int e = nacc - 1; e >= 0; --e) {
+        if (!part.empty()) kb.release(part[e]);
+        kb.release(acc[e]);
+    }
+    x_ring.release(kb);
+}
+
+}  // namespace
+
+void reduce(KernelBuilder& kb, Reduce op, const TensorDesc& out, const TensorDesc& in, std::vector<int64_t> dims) {
+    const std::string name = "reduce";
+    const ReduceOp rop = reduce_op_for(op);
+    dims = normalize_dims(name, in.dim(), dims);
+    Reduction red = make_reduction(name, in, dims, {{&out, true}, {&in, false}});
+    if (out.numel() == 0) return;
+    if (in.numel() == 0) {
+        if (op == Reduce::max || op == Reduce::min) fail(name, "max/min of an empty tensor has no identity");
+        fill(kb, out, op == Reduce::sum ? 0.0f : std::numeric_limits<float>::quiet_NaN());
+        return;
+    }
+    red.nred = simplify(red.space, true, red.nred);
+    ColumnPlan plan;
+    if (column_layout(red.space, red.nred, &plan)) {
+        column_reduce(kb, op, out, in, red.space, plan, red.R);
+        return;
+    }
+    const uint32_t fmax = column_budget(kb.chip(), dtype_size(in.dtype), 3);
+    const std::vector<RowTile> tiles = plan_rows(red.space, red.nred, fmax);
+    uint32_t G = 1;
+    const uint32_t F = max_cols(tiles, &G);
+
+    TileRing x_ring(kb, 3, {F}, in.dtype);
+    TileRing acc_ring(kb, 2, {G}, DType::f32);
+    const Tile part = kb.alloc_sbuf(kPartitions, {G}, DType::f32);
+    TileRing out_ring(kb, 2, {G}, out.dtype);
+    DmaQueues queues(kb.chip());
+    const float inv_r = 1.0f / static_cast<float>(red.R);
+
+    for (const RowTile& t : tiles) {
+        const bool direct = t.chunks.size() == 1 && op != Reduce::mean;
+        const AccessPattern o = tile_view(out_ring.next(), t.P, t.G);
+        const AccessPattern acc = direct ? o : tile_view(acc_ring.next(), t.P, t.G);
+        for (size_t c = 0; c < t.chunks.size(); ++c) {
+            const Tile& x = x_ring.next();
+            dma_tile(kb, queues, tile_view(x, t.P, t.G * t.R[c]), hbm_ap(t.chunks[c], 1, in), false);
+            const AccessPattern dst = c == 0 ? acc : tile_view(part, t.P, t.G);
+            kb.tensor_reduce(dst, chunk_view(x, t.P, t.G, t.R[c]), rop);
+            if (c > 0) kb.tensor_tensor(acc, acc, dst, alu_for(rop));
+        }
+        if (!direct) {
+            if (op == Reduce::mean) kb.tensor_scalar(o, acc, AluOp::mul, inv_r);
+            else kb.tensor_copy(o, acc);
+        }
+        dma_tile(kb, queues, hbm_ap(t.kept, 0, out), o, true);
+    }
+    out_ring.release(kb);
+    kb.release(part);
+    acc_ring.release(kb);
+    x_ring.release(kb);
+}
+
+void var(KernelBuilder& kb, const TensorDesc& out, const TensorDesc& in, std::vector<int64_t> dims, double correction,
+         bool take_sqrt) {
+    const std::string name = take_sqrt ? "std" : "var";
+    dims = normalize_dims(name, in.dim(), dims);
+    Reduction red = make_reduction(name, in, dims, {{&out, true}, {&in, false}});
+    if (out.numel() == 0) return;
+    if (in.numel() == 0) {
+        fill(kb, out, std::numeric_limits<float>::quiet_NaN());
+        return;
+    }
+    red.nred = simplify(red.space, true, red.nred);
+    // x (in dtype, double buffered) + one fp32 work tile per column.
+    const uint32_t fmax = column_budget(kb.chip(), 2 * dtype_size(in.dtype) + 4, 1);
+    const std::vector<RowTile> tiles = plan_rows(red.space, red.nred, fmax);
+    uint32_t G = 1;
+    const uint32_t F = max_cols(tiles, &G);
+
+    TileRing x_ring(kb, 2, {F}, in.dtype);
+    const Tile work = kb.alloc_sbuf(kPartitions, {F}, DType::f32);
+    const Tile mean = kb.alloc_sbuf(kPartitions, {G}, DType::f32);
+    const Tile acc = kb.alloc_sbuf(kPartitions, {G}, DType::f32);
+    const Tile part = kb.alloc_sbuf(kPartitions, {G}, DType::f32);
+    TileRing out_ring(kb, 2, {G}, out.dtype);
+    DmaQueues queues(kb.chip());
+    const double divisor = std::max(0.0, static_cast<double>(red.R) - correction);
+    const float inv_div = static_cast<float>(1.0 / divisor);   // inf when nothing is left: NaN/inf like PyTorch
+
+    for (const RowTile& t : tiles) {
+        const AccessPattern m = tile_view(mean, t.P, t.G), a = tile_view(acc, t.P, t.G), pv = tile_view(part, t.P, t.G);
+        const bool single = t.chunks.size() == 1;
+        auto load = [&](size_t c) -> const Tile& {
+            const Tile& x = x_ring.next();
+            dma_tile(kb, queues, tile_view(x, t.P, t.G * t.R[c]), hbm_ap(t.chunks[c], 1, in), false);
+            return x;
+        };
+        // Pass 1: the mean.
+        const Tile* first = nullptr;
+        for (size_t c = 0; c < t.chunks.size(); ++c) {
+            const Tile& x = load(c);
+            if (c == 0) first = &x;
+            kb.tensor_reduce(c == 0 ? m : pv, chunk_view(x, t.P, t.G, t.R[c]), ReduceOp::add);
+            if (c > 0) kb.tensor_tensor(m, m, pv, AluOp::add);
+        }
+        kb.tensor_scalar(m, m, AluOp::mul, 1.0f / static_cast<float>(red.R));
+        // Pass 2: the sum of squared deviations.
+        for (size_t c = 0; c < t.chunks.size(); ++c) {
+            const Tile& x = single ? *first : load(c);
+            const AccessPattern w = chunk_view(work, t.P, t.G, t.R[c]);
+            kb.tensor_tensor(w, chunk_view(x, t.P, t.G, t.R[c]), group_bcast(mean, t.P, t.G, t.R[c]), AluOp::sub);
+            kb.tensor_tensor(w, w, w, AluOp::mul);
+            kb.tensor_reduce(c == 0 ? a : pv, w, ReduceOp::add);
+            if (c > 0) kb.tensor_tensor(a, a, pv, AluOp::add);
+        }
+        const AccessPattern o = tile_view(out_ring.next(), t.P, t.G);
+        if (take_sqrt) kb.activation(o, a, ActFunc::sqrt, inv_div);
+        else kb.tensor_scalar(o, a, AluOp::mul, inv_div);
+        dma_tile(kb, queues, hbm_ap(t.kept, 0, out), o, true);
+    }
+    out_ring.release(kb);
+    kb.release(part);
+    kb.release(acc);
+    kb.release(mean);
+    kb.release(work);
+    x_ring.release(kb);
+}
+
+void reduce_with_indices(KernelBuilder& kb, Reduce op, const TensorDesc* values, const TensorDesc* indices,
+                         const TensorDesc& in, int64_t dim) {
+    const std::string name = op == Reduce::max ? "max_with_indices" : "min_with_indices";
+    if (op != Reduce::max && op != Reduce::min) fail(name, "only max and min have indices");
+    if (indices && indices->dtype != DType::i32) fail(name, "indices must be i32, got " + indices->str());
+    const std::vector<int64_t> dims = normalize_dims(name, in.dim(), {dim});
+    // Operands: 0 values, 1 in, 2 indices, 3 the position along dim (stride 1 there, 0 elsewhere).
+    Reduction red = make_reduction(name, in, dims, {{values, true}, {&in, false}, {indices, true}, {nullptr, true}});
+    red.space.nops = 4;
+    if (!red.space.dims.empty() && red.nred == 1) red.space.dims.back().stride[3] = 1;
+    const TensorDesc* first_out = values ? values : indices;
+    if (!first_out || first_out->numel() == 0) return;
+    if (in.numel() == 0) fail(name, "cannot take the max/min of an empty dim");
+    red.nred = simplify(red.space, true, red.nred);
+    const uint32_t fmax = column_budget(kb.chip(), dtype_size(in.dtype) + 12, 2);
+    const std::vector<RowTile> tiles = plan_rows(red.space, red.nred, fmax);
+    uint32_t G = 1;
+    const uint32_t F = max_cols(tiles, &G);
+    const ReduceOp rop = reduce_op_for(op);
+    const AluOp better_cmp = op == Reduce::max ? AluOp::gt : AluOp::lt;
+    constexpr float kNoIndex = 1e30f;
+
+    TileRing x_ring(kb, 2, {F}, in.dtype);
+    const Tile mask = kb.alloc_sbuf(kPartitions, {F}, DType::f32);
+    const Tile nan_mask = kb.alloc_sbuf(kPartitions, {F}, DType::f32);
+    const Tile idx = kb.alloc_sbuf(kPartitions, {F}, DType::f32);
+    std::vector<Tile> small;   // chunk max, chunk index, best value, best index, two flags
+    for (int i = 0; i < 6; ++i) small.push_back(kb.alloc_sbuf(kPartitions, {G}, DType::f32));
+    const Tile idx_out = kb.alloc_sbuf(kPartitions, {G}, DType::i32);
+    const Tile val_out = kb.alloc_sbuf(kPartitions, {G}, values ? values->dtype : DType::f32);
+    DmaQueues queues(kb.chip());
+
+    for (const RowTile& t : tiles) {
+        const uint32_t P = t.P, Gt = t.G;
+        auto v = [&](int i) { return tile_view(small[i], P, Gt); };
+        const AccessPattern cm = v(0), ci = v(1), best = v(2), bi = v(3), f0 = v(4), f1 = v(5);
+        for (size_t c = 0; c < t.chunks.size(); ++c) {
+            const uint32_t R = t.R[c];
+            const Tile& x = x_ring.next();
+            const AccessPattern xv = chunk_view(x, P, Gt, R);
+            dma_tile(kb, queues, tile_view(x, P, Gt * R), hbm_ap(t.chunks[c], 1, in), false);
+            const bool first = c == 0;
+            const AccessPattern m = first ? best : cm, i = first ? bi : ci;
+            kb.tensor_reduce(m, xv, rop);
+            // Positions holding the extreme value (or a NaN, which max/min propagate).
+            const AccessPattern mk = chunk_view(mask, P, Gt, R), nk = chunk_view(nan_mask, P, Gt, R);
+            kb.tensor_tensor(mk, xv, group_bcast(small[first ? 2 : 0], P, Gt, R), AluOp::eq);
+            kb.tensor_tensor(nk, xv, xv, AluOp::ne);
+            kb.tensor_tensor(mk, mk, nk, AluOp::logical_or);
+            Affine pos;
+            pos.base = static_cast<int32_t>(t.chunks[c].offset[3] - t.kept.offset[3]);
+            pos.free_mul = {0, 1, 0, 0};
+            const AccessPattern iv = chunk_view(idx, P, Gt, R);
+            kb.iota(iv, pos);
+            select_imm(kb, iv, mk, iv, kNoIndex);
+            kb.tensor_reduce(i, iv, ReduceOp::min);
+            if (first) continue;
+            // A later chunk wins only when strictly better (first occurrence), or NaN over non-NaN.
+            kb.tensor_tensor(f0, cm, best, better_cmp);
+            kb.tensor_tensor(f1, cm, cm, AluOp::ne);
+            kb.tensor_tensor(f1, f1, f0, AluOp::logical_or);
+            kb.tensor_tensor(f0, best, best, AluOp::eq);
+            kb.tensor_tensor(f1, f1, f0, AluOp::logical_and);
+            kb.select(best, f1, cm, best);
+            kb.select(bi, f1, ci, bi);
+        }
+        if (values) {
+            const AccessPattern vo = tile_view(val_out, P, Gt);
+            kb.tensor_copy(vo, best);
+            dma_tile(kb, queues, hbm_ap(t.kept, 0, *values), vo, true);
+        }
+        if (indices) {
+            const AccessPattern io = tile_view(idx_out, P, Gt);
+            kb.tensor_copy(io, bi);
+            dma_tile(kb, queues, hbm_ap(t.kept, 2, *indices), io, true);
+        }
+    }
+    kb.release(val_out);
+    kb.release(idx_out);
+    for (auto it = small.rbegin(); it != small.rend(); ++it) kb.release(*it);
+    kb.release(idx);
+    kb.release(nan_mask);
+    kb.release(mask);
+    x_ring.release(kb);
+}
+
+}  // namespace trnsim::ops

@@ -1,0 +1,184 @@
+// Helpers for the compiler tests (test_compiler_*.cpp): small graphs of the patterns each
+// fusion pass looks for, and running a compiled graph on a functional NeuronCore.
+#pragma once
+#include <gtest/gtest.h>
+
+#include <random>
+#include <vector>
+
+#include "trnsim/compiler.h"
+#include "trnsim/sim.h"
+
+namespace trnsim::compiler_test {
+
+using compiler::CompiledGraph;
+using compiler::CompileOptions;
+using compiler::Graph;
+using compiler::Op;
+
+inline int count_live(const Graph& g, Op op) {
+    int n = 0;
+    for (int i : g.live_nodes()) n += g.nodes[i].op == op;
+    return n;
+}
+
+inline const compiler::Node& only_live(const Graph& g, Op op) {
+    for (int i : g.live_nodes())
+        if (g.nodes[i].op == op) return g.nodes[i];
+    throw std::runtime_error(std::string("no live ") + compiler::op_name(op) + " node");
+}
+
+// Runs the named passes (in default_pipeline order) on g.
+inline compiler::PassContext run_named(Graph& g, const ChipConfig& chip, const CompileOptions& options,
+                                       std::initializer_list<const char*> names) {
+    compiler::PassContext ctx{chip, options, {}};
+    std::vector<compiler::Pass> passes;
+    for (const auto& p : compiler::default_pipeline())
+        for (const char* n : names)
+            if (p.name == n) passes.push_back(p);
+    compiler::run_passes(g, passes, ctx);
+    return ctx;
+}
+
+// A functional core with every slot of a compiled graph at its own HBM address.
+class CompiledRunner {
+public:
+    static constexpr uint64_t kHbm = 256ull << 20;
+    ChipConfig chip = load_chip("trn2");
+    NeuronCore core{chip, ExecMode::Functional, kHbm};
+
+    // Compiles g, writes 'inputs' (logical row-major values of each contiguous graph input),
+    // runs, and returns each graph output's logical values.
+    std::vector<std::vector<float>> run(const Graph& g, const std::vector<std::vector<float>>& inputs,
+                                        const CompileOptions& options = {}, CompiledGraph* out = nullptr) {
+        CompiledGraph cg = compiler::compile(g, chip, options);
+        std::vector<uint64_t> addrs;
+        uint64_t next = 4096;
+        for (const auto& slot : cg.memory.slots) {
+            addrs.push_back(next);
+            next += (static_cast<uint64_t>(slot.bytes) + 8191) / 4096 * 4096 + 4096;
+        }
+        EXPECT_LT(next, kHbm);
+        for (size_t i = 0; i < g.inputs.size(); ++i) {
+            const auto& v = g.values[g.inputs[i]];
+            EXPECT_TRUE(v.is_contiguous() && v.offset == 0);
+            convert_from_f32(inputs[i].data(), core.memory().hbm(addrs[i]), v.dtype, inputs[i].size());
+        }
+        compiler::run_compiled(core, cg, addrs);
+        std::vector<std::vector<float>> results;
+        for (const auto& p : cg.outputs) {
+            int64_t n = 1;
+            for (int64_t s : p.sizes) n *= s;
+            std::vector<float> vals(n);
+            std::vector<int64_t> idx(p.sizes.size(), 0);
+            for (int64_t e = 0; e < n; ++e) {
+                int64_t pos = 0;
+                for (size_t d = 0; d < idx.size(); ++d) pos += idx[d] * p.strides[d];
+                vals[e] = load_as_f32(core.memory().hbm(addrs[p.slot] + p.byte_offset + pos * dtype_size(p.dtype)), p.dtype);
+                for (int d = static_cast<int>(idx.size()) - 1; d >= 0 && ++idx[d] == p.sizes[d]; --d) idx[d] = 0;
+            }
+            results.push_back(std::move(vals));
+        }
+        if (out) *out = std::move(cg);
+        return results;
+    }
+};
+
+inline std::vector<float> random_values(size_t n, uint32_t seed, float lo = -2.0f, float hi = 2.0f) {
+    std::mt19937 rng(seed);
+    std::uniform_real_distribution<float> u(lo, hi);
+    std::vector<float> v(n);
+    for (float& x : v) x = u(rng);
+    return v;
+}
+
+// Rounds host values to dt (what the device holds after a store).
+inline std::vector<float> rounded(std::vector<float> v, DType dt) {
+    for (float& x : v) {
+        uint8_t buf[4];
+        store_from_f32(x, buf, dt);
+        x = load_as_f32(buf, dt);
+    }
+    return v;
+}
+
+inline void expect_all_near(const std::vector<float>& got, const std::vector<float>& want, double abs_tol,
+                            double rel_tol, const char* what) {
+    ASSERT_EQ(got.size(), want.size()) << what;
+    for (size_t i = 0; i < got.size(); ++i)
+        ASSERT_NEAR(got[i], want[i], abs_tol + rel_tol * std::abs(want[i])) << what << " at " << i;
+}
+
+// ---- graphs of the fusion patterns
+// y = gelu(x * 2 + b) (b broadcast over rows), also returning t = x * 2 when 'expose' is set.
+inline Graph elementwise_chain(DType dt, int64_t rows, int64_t cols, bool expose) {
+    Graph g;
+    const int x = g.add_input(dt, {rows, cols});
+    const int b = g.add_input(dt, {cols});
+    const int t = g.binary_scalar(ops::Binary::mul, x, 2.0f);
+    const int s = g.binary(ops::Binary::add, t, b);
+    const int y = g.unary(ops::Unary::gelu, s);
+    g.set_outputs(expose ? std::vector<int>{y, t} : std::vector<int>{y});
+    return g;
+}
+
+// out = (gelu(x @ w^T + bias)).view(B, T, N) + residual  (a linear layer with its epilogue)
+inline Graph linear_epilogue(DType dt, int64_t B, int64_t T, int64_t K, int64_t N) {
+    Graph g;
+    const int x = g.add_input(dt, {B * T, K});
+    const int w = g.add_input(dt, {N, K});
+    const int bias = g.add_input(dt, {N});
+    const int residual = g.add_input(dt, {B, T, N});
+    const int wt = g.add_view(w, {K, N}, {1, K}, 0);
+    compiler::Node addmm;
+    addmm.op = Op::addmm;
+    addmm.inputs = {bias, x, wt};
+    addmm.f0 = 1.0f;
+    addmm.f1 = 1.0f;
+    const int h = g.nodes[g.add_node(addmm, {{dt, {B * T, N}}})].outputs[0];
+    const int a = g.unary(ops::Unary::gelu, h);
+    const int a3 = g.add_view(a, {B, T, N}, {}, 0);
+    const int y = g.binary(ops::Binary::add, a3, residual);
+    g.set_outputs({y});
+    return g;
+}
+
+// softmax(x, -1) written out: exp(x - max) / sum(exp(x - max))
+inline int decomposed_softmax(Graph& g, int x) {
+    const int m = g.reduce(ops::Reduce::max, x, {-1}, true);
+    const int s = g.binary(ops::Binary::sub, x, m);
+    const int e = g.unary(ops::Unary::exp, s);
+    const int t = g.reduce(ops::Reduce::sum, e, {-1}, true);
+    return g.binary(ops::Binary::div, e, t);
+}
+
+// x * rsqrt(mean(x^2, -1) + eps) * w; also returns the rstd when 'expose_rstd'.
+inline Graph decomposed_rms_norm(DType dt, int64_t rows, int64_t cols, bool expose_rstd) {
+    Graph g;
+    const int x = g.add_input(dt, {rows, cols});
+    const int w = g.add_input(dt, {cols});
+    const int sq = g.binary_scalar(ops::Binary::pow, x, 2.0f);
+    const int ms = g.reduce(ops::Reduce::mean, sq, {-1}, true);
+    const int a = g.binary_scalar(ops::Binary::add, ms, 1e-6f);
+    const int r = g.unary(ops::Unary::rsqrt, a);
+    const int y = g.binary(ops::Binary::mul, x, r);
+    const int z = g.binary(ops::Binary::mul, y, w);
+    g.set_outputs(expose_rstd ? std::vector<int>{z, r} : std::vector<int>{z});
+    return g;
+}
+
+// softmax(q @ k^T * scale) @ v over [B, H, S, D]
+inline Graph decomposed_attention(DType dt, int64_t B, int64_t H, int64_t S, int64_t D, float scale) {
+    Graph g;
+    const int q = g.add_input(dt, {B, H, S, D});
+    const int k = g.add_input(dt, {B, H, S, D});
+    const int v = g.add_input(dt, {B, H, S, D});
+    const int kt = g.add_view(k, {B, H, D, S}, {H * S * D, S * D, 1, D}, 0);
+    const int s = g.matmul(q, kt);
+    const int ss = g.binary_scalar(ops::Binary::mul, s, scale);
+    const int p = decomposed_softmax(g, ss);
+    g.set_outputs({g.matmul(p, v)});
+    return g;
+}
+
+}  // namespace trnsim::compiler_test

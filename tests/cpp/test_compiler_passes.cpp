@@ -1,0 +1,250 @@
+// Pass-level tests of the graph compiler: each fusion turns its pattern into the expected
+// fused graph (and leaves graphs it must not touch alone); canonicalize, schedule,
+// plan_memory, segmenting around eager nodes and the dump directory.
+#include <filesystem>
+#include <fstream>
+
+#include "compiler_test_util.h"
+
+namespace trnsim::compiler_test {
+namespace {
+
+const ChipConfig& trn2() {
+    static const ChipConfig chip = load_chip("trn2");
+    return chip;
+}
+
+TEST(CompilerPasses, DefaultPipelineIsNamedAndOrdered) {
+    std::vector<std::string> names;
+    for (const auto& p : compiler::default_pipeline()) names.push_back(p.name);
+    EXPECT_EQ(names, (std::vector<std::string>{"canonicalize", "fuse_softmax", "fuse_attention", "fuse_norm",
+                                               "fuse_matmul_epilogue", "fuse_elementwise", "schedule"}));
+}
+
+TEST(CompilerPasses, CanonicalizeForwardsIdentitiesAndDropsDeadNodes) {
+    Graph g;
+    const int x = g.add_input(DType::f32, {4, 8});
+    const int c = g.cast(x, DType::f32);                       // identity copy
+    const int m = g.binary_scalar(ops::Binary::mul, c, 1.0f);  // x * 1
+    g.unary(ops::Unary::exp, x);                               // unused
+    const int y = g.unary(ops::Unary::tanh, m);
+    g.set_outputs({y});
+    CompileOptions opt;
+    auto ctx = run_named(g, trn2(), opt, {"canonicalize"});
+    EXPECT_EQ(g.live_nodes().size(), 1u);
+    EXPECT_EQ(only_live(g, Op::unary).inputs, std::vector<int>{x});
+    EXPECT_EQ(ctx.stats["identities_removed"], 2);
+    EXPECT_EQ(ctx.stats["dead_nodes_removed"], 1);   // the unused exp
+}
+
+TEST(CompilerPasses, FuseElementwiseMakesOneNodePerChain) {
+    Graph g = elementwise_chain(DType::f32, 16, 32, false);
+    CompileOptions opt;
+    auto ctx = run_named(g, trn2(), opt, {"fuse_elementwise"});
+    ASSERT_EQ(g.live_nodes().size(), 1u);
+    const auto& n = only_live(g, Op::fused_elementwise);
+    ASSERT_EQ(n.body.size(), 3u);
+    EXPECT_EQ(n.body[0].op, Op::binary_scalar);
+    EXPECT_EQ(n.body[1].op, Op::binary);
+    EXPECT_EQ(n.body[1].args, (std::vector<int>{-1, 1}));   // step 0, then input 1 (the bias)
+    EXPECT_EQ(n.body[2].op, Op::unary);
+    EXPECT_EQ(n.inputs, (std::vector<int>{g.inputs[0], g.inputs[1]}));
+    EXPECT_EQ(n.body_outputs, std::vector<int>{2});
+    EXPECT_EQ(ctx.stats["fused_elementwise_nodes"], 3);
+}
+
+TEST(CompilerPasses, FuseElementwiseExposesIntermediatesReadOutside) {
+    Graph g = elementwise_chain(DType::bf16, 16, 32, true);
+    CompileOptions opt;
+    run_named(g, trn2(), opt, {"fuse_elementwise"});
+    const auto& n = only_live(g, Op::fused_elementwise);
+    EXPECT_EQ(n.outputs.size(), 2u);
+    EXPECT_EQ(n.body_outputs, (std::vector<int>{0, 2}));
+    int tiles = 0;
+    compiler::assign_scratch_tiles(n, &tiles);
+    EXPECT_EQ(tiles, 2);   // s0 lives to the end (an output); s1's tile is reused by s2
+}
+
+TEST(CompilerPasses, FuseElementwiseStopsAtShapeChanges) {
+    Graph g;
+    const int x = g.add_input(DType::f32, {8, 16});
+    const int e = g.unary(ops::Unary::exp, x);
+    const int r = g.reduce(ops::Reduce::sum, e, {-1}, true);   // not pointwise
+    const int y = g.binary_scalar(ops::Binary::mul, r, 3.0f);
+    g.set_outputs({y});
+    CompileOptions opt;
+    run_named(g, trn2(), opt, {"fuse_elementwise"});
+    EXPECT_EQ(count_live(g, Op::fused_elementwise), 0);
+    EXPECT_EQ(g.live_nodes().size(), 3u);
+}
+
+TEST(CompilerPasses, FuseMatmulEpilogueTakesBiasActivationAndResidual) {
+    Graph g = linear_epilogue(DType::bf16, 2, 64, 128, 256);
+    CompileOptions opt;
+    auto ctx = run_named(g, trn2(), opt, {"fuse_matmul_epilogue"});
+    EXPECT_EQ(ctx.stats["fused_matmul_epilogue"], 1);
+    EXPECT_EQ(count_live(g, Op::addmm), 0);
+    const auto& n = only_live(g, Op::fused_matmul);
+    ASSERT_EQ(n.body.size(), 3u);   // product (with the bias as addend), gelu, + residual
+    EXPECT_EQ(n.body[0].op, Op::matmul);
+    EXPECT_EQ(n.body[1].op, Op::unary);
+    EXPECT_EQ(n.body[2].op, Op::binary);
+    EXPECT_EQ(n.i1, 1);   // bias is the addend
+    ASSERT_EQ(n.inputs.size(), 4u);
+    EXPECT_EQ(n.inputs[3], g.inputs[3]);                       // residual
+    EXPECT_EQ(n.dims, (std::vector<int64_t>{0, 1, 256, 1}));   // bias broadcast over rows; residual [M,N]
+    EXPECT_EQ(g.values[n.outputs[0]].sizes, (std::vector<int64_t>{2, 64, 256}));
+}
+
+TEST(CompilerPasses, FuseMatmulEpilogueLeavesSharedProductsAlone) {
+    Graph g;
+    const int a = g.add_input(DType::f32, {32, 64});
+    const int b = g.add_input(DType::f32, {64, 16});
+    const int p = g.matmul(a, b);
+    const int r = g.unary(ops::Unary::relu, p);
+    g.set_outputs({r, p});   // the product is needed as is
+    CompileOptions opt;
+    run_named(g, trn2(), opt, {"fuse_matmul_epilogue"});
+    EXPECT_EQ(count_live(g, Op::fused_matmul), 0);
+    EXPECT_EQ(count_live(g, Op::matmul), 1);
+}
+
+TEST(CompilerPasses, FuseSoftmaxRecognisesTheDecomposedForm) {
+    Graph g;
+    const int x = g.add_input(DType::f32, {8, 40});
+    g.set_outputs({decomposed_softmax(g, x)});
+    CompileOptions opt;
+    auto ctx = run_named(g, trn2(), opt, {"fuse_softmax"});
+    EXPECT_EQ(ctx.stats["fused_softmax"], 1);
+    ASSERT_EQ(g.live_nodes().size(), 1u);
+    const auto& n = only_live(g, Op::softmax);
+    EXPECT_EQ(n.inputs, std::vector<int>{x});
+    EXPECT_EQ(n.i0, 1);
+}
+
+TEST(CompilerPasses, FuseSoftmaxKeepsPatternsWhoseIntermediatesAreUsed) {
+    Graph g;
+    const int x = g.add_input(DType::f32, {8, 40});
+    const int y = decomposed_softmax(g, x);
+    const int m = g.nodes[g.values[g.nodes[g.values[y].producer].inputs[0]].producer].inputs[0];   // exp's input
+    g.set_outputs({y, m});
+    CompileOptions opt;
+    run_named(g, trn2(), opt, {"fuse_softmax"});
+    EXPECT_EQ(count_live(g, Op::softmax), 0);
+}
+
+TEST(CompilerPasses, FuseNormMakesRmsNormWithWeightAndRstd) {
+    Graph g = decomposed_rms_norm(DType::f32, 16, 64, true);
+    const int rstd = g.outputs[1];
+    CompileOptions opt;
+    auto ctx = run_named(g, trn2(), opt, {"fuse_norm"});
+    EXPECT_EQ(ctx.stats["fused_norm"], 1);
+    ASSERT_EQ(g.live_nodes().size(), 1u);
+    const auto& n = only_live(g, Op::rms_norm);
+    EXPECT_EQ(n.inputs, (std::vector<int>{g.inputs[0], g.inputs[1]}));
+    EXPECT_EQ(n.i1, 1);
+    EXPECT_FLOAT_EQ(n.f0, 1e-6f);
+    EXPECT_EQ(n.outputs, (std::vector<int>{g.outputs[0], rstd}));
+}
+
+TEST(CompilerPasses, FuseAttentionFindsScaledSoftmaxBetweenTwoMatmuls) {
+    Graph g = decomposed_attention(DType::bf16, 1, 2, 256, 64, 0.125f);
+    CompileOptions opt;
+    auto ctx = run_named(g, trn2(), opt, {"fuse_softmax", "fuse_attention"});
+    EXPECT_EQ(ctx.stats["fused_attention"], 1);
+    ASSERT_EQ(g.live_nodes().size(), 1u);
+    const auto& n = only_live(g, Op::attention);
+    EXPECT_EQ(n.inputs, (std::vector<int>{g.inputs[0], g.inputs[1], g.inputs[2]}));
+    EXPECT_FLOAT_EQ(n.f0, 0.125f);
+    ASSERT_EQ(n.outputs.size(), 2u);   // out and the logsumexp
+    EXPECT_EQ(g.values[n.outputs[1]].sizes, (std::vector<int64_t>{1, 2, 256}));
+}
+
+TEST(CompilerPasses, FuseAttentionNeedsKTransposed) {
+    Graph g;
+    const int q = g.add_input(DType::bf16, {2, 128, 64});
+    const int kt = g.add_input(DType::bf16, {2, 64, 128});   // a tensor, not a view of k
+    const int v = g.add_input(DType::bf16, {2, 128, 64});
+    const int p = g.softmax(g.matmul(q, kt), -1);
+    g.set_outputs({g.matmul(p, v)});
+    CompileOptions opt;
+    run_named(g, trn2(), opt, {"fuse_attention"});
+    EXPECT_EQ(count_live(g, Op::attention), 0);
+}
+
+TEST(CompilerPasses, ScheduleGroupsCompiledNodesBetweenEagerOnes) {
+    // a -> eager1 ; b (independent of eager1) ; eager1 -> c. b is moved before eager1.
+    Graph g;
+    const int x = g.add_input(DType::f32, {4, 4});
+    const int a = g.unary(ops::Unary::exp, x);
+    compiler::Node e;
+    e.op = Op::eager;
+    e.inputs = {a};
+    e.eager_id = 7;
+    e.label = "aten.cumsum";
+    const int ev = g.nodes[g.add_node(e, {{DType::f32, {4, 4}}})].outputs[0];
+    const int b = g.unary(ops::Unary::tanh, x);
+    const int c = g.binary(ops::Binary::add, ev, b);
+    g.set_outputs({c});
+    CompileOptions opt;
+    opt.disabled_passes = {"fuse_elementwise"};
+    compiler::CompiledGraph cg = compiler::compile(g, trn2(), opt);
+    ASSERT_EQ(cg.segments.size(), 3u);   // [exp, tanh] eager [add]
+    EXPECT_FALSE(cg.segments[0].eager);
+    EXPECT_TRUE(cg.segments[1].eager);
+    EXPECT_FALSE(cg.segments[2].eager);
+    EXPECT_EQ(cg.stats["programs"], 2);
+    EXPECT_EQ(cg.stats["eager_nodes"], 1);
+    EXPECT_EQ(cg.eager_labels, std::vector<std::string>{"aten.cumsum"});
+    // The eager node's input lives where the host can read it, its output in its own slot.
+    ASSERT_EQ(cg.eager_inputs.size(), 1u);
+    EXPECT_GE(cg.eager_inputs[0][0].slot, 0);
+    bool has_eager_slot = false;
+    for (const auto& s : cg.memory.slots) has_eager_slot = has_eager_slot || s.kind == compiler::SlotKind::eager;
+    EXPECT_TRUE(has_eager_slot);
+}
+
+TEST(CompilerPasses, PlanMemoryReusesWorkspaceOfDeadIntermediates) {
+    Graph g;
+    const int x = g.add_input(DType::f32, {64, 64});
+    int v = x;
+    for (int i = 0; i < 6; ++i) v = g.unary(i % 2 ? ops::Unary::exp : ops::Unary::tanh, v);
+    g.set_outputs({v});
+    CompileOptions opt;
+    opt.fuse = false;
+    compiler::CompiledGraph cg = compiler::compile(g, trn2(), opt);
+    // Five intermediates of 16 KiB, at most two live at once.
+    EXPECT_EQ(cg.memory.workspace_bytes, 2 * 64 * 64 * 4);
+    EXPECT_EQ(cg.stats["programs"], 1);
+    EXPECT_EQ(cg.segments.size(), 1u);
+}
+
+TEST(CompilerPasses, DumpDirHoldsIrAfterEachPassAndTheProgram) {
+    const auto dir = std::filesystem::temp_directory_path() / "trnsim_compiler_dump_test";
+    std::filesystem::remove_all(dir);
+    Graph g = elementwise_chain(DType::f32, 8, 8, false);
+    g.name = "chain";
+    CompileOptions opt;
+    opt.dump_dir = dir.string();
+    compiler::compile(g, trn2(), opt);
+    for (const char* f : {"00_input.ir", "01_canonicalize.ir", "06_fuse_elementwise.ir", "07_schedule.ir", "program.txt"})
+        EXPECT_TRUE(std::filesystem::exists(dir / "chain" / f)) << f;
+    std::ifstream ir(dir / "chain" / "06_fuse_elementwise.ir");
+    std::string text((std::istreambuf_iterator<char>(ir)), std::istreambuf_iterator<char>());
+    EXPECT_NE(text.find("fused_elementwise"), std::string::npos);
+    std::ifstream prog(dir / "chain" / "program.txt");
+    std::string ptext((std::istreambuf_iterator<char>(prog)), std::istreambuf_iterator<char>());
+    EXPECT_NE(ptext.find("dma_copy"), std::string::npos);
+    std::filesystem::remove_all(dir);
+}
+
+TEST(CompilerPasses, VerifyRejectsUseBeforeDefinition) {
+    Graph g;
+    const int x = g.add_input(DType::f32, {4});
+    const int y = g.unary(ops::Unary::exp, x);
+    g.nodes[0].inputs = {y};
+    EXPECT_THROW(g.verify(), compiler::CompileError);
+}
+
+}  // namespace
+}  // namespace trnsim::compiler_test

@@ -1,0 +1,46 @@
+// CI slice of the fidelity suite (fidelity/, docs/fidelity.md): a few fast published
+// measurements, each simulated and held to its error bound, so that a timing-model change
+// that breaks the calibration fails the build.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "fidelity.h"
+
+using namespace trnsim::fidelity;
+
+namespace {
+
+void expect_within_bound(const char* name) {
+    const Case& c = find_case(name);
+    Result r = run_case(c);
+    EXPECT_LE(std::fabs(r.error), c.bound) << c.name << ": measured " << c.measured_us << " us, simulated "
+                                           << r.simulated_us << " us (" << c.source << ")";
+}
+
+}  // namespace
+
+TEST(FidelitySlice, Trn2DmaOneEngine32KiB) { expect_within_bound("trn2.dma.one_engine_32k"); }
+TEST(FidelitySlice, Trn2DmaSpread2KiBPerEngine) { expect_within_bound("trn2.dma.spread_2k"); }
+TEST(FidelitySlice, Trn1DmaLoaded32KiB) { expect_within_bound("trn1.dma.loaded_32k"); }
+TEST(FidelitySlice, Trn1DependentActivationInterval) { expect_within_bound("trn1.act.dependent_ii"); }
+TEST(FidelitySlice, Trn1MambaV1Seq2048) { expect_within_bound("trn1.mamba.v1_seq2048"); }
+TEST(FidelitySlice, Trn1MambaV3Seq512) { expect_within_bound("trn1.mamba.v3_seq512"); }
+TEST(FidelitySlice, Trn2Bf16Matmul2kBlocked418) { expect_within_bound("trn2.matmul_bf16_2k.aws_4_1_8"); }
+
+TEST(FidelitySlice, SummaryCountsOnlyCountedPointsAndTakesTheMedian) {
+    Case a, b, c;
+    a.counted = b.counted = true;
+    c.counted = false;
+    Result ra, rb, rc;
+    ra.c = &a;
+    rb.c = &b;
+    rc.c = &c;
+    ra.error = 0.10;
+    rb.error = -0.30;
+    rc.error = 5.0;
+    Summary s = summarize({ra, rb, rc});
+    EXPECT_EQ(s.points, 2);
+    EXPECT_DOUBLE_EQ(s.median_abs_error, 0.20);
+    EXPECT_DOUBLE_EQ(s.max_abs_error, 0.30);
+}
