@@ -112,6 +112,7 @@ public:
 private:
     void add_dependencies(Instruction& ins);
     void record_access(const Instruction& ins, uint32_t queue, uint32_t seq);
+    void add_access(const Access& a);
 
     ChipConfig chip_;
     uint64_t hbm_bytes_;

@@ -218,6 +218,7 @@ void operands(const Instruction& ins, std::vector<Footprint>& reads, std::vector
             if (ins.flags & F_BIAS_AP) reads.push_back(footprint(ins.src2));
             break;
         case Opcode::select:
+        case Opcode::tensor_tensor_scan:
             reads.push_back(footprint(ins.src0));
             reads.push_back(footprint(ins.src1));
             if (ins.flags & F_S1_AP) reads.push_back(footprint(ins.src2));
@@ -289,20 +290,42 @@ void KernelBuilder::record_access(const Instruction& ins, uint32_t queue, uint32
         accesses_.erase(std::remove_if(accesses_.begin(), accesses_.end(),
                                        [&](const Access& a) { return covers(f, a); }),
                         accesses_.end());
-        accesses_.push_back(Access{f.space, f.arg, f.p0, f.p1, f.b0, f.b1, true, queue, seq});
+        add_access(Access{f.space, f.arg, f.p0, f.p1, f.b0, f.b1, true, queue, seq});
     }
-    for (const Footprint& f : reads) {
-        bool merged = false;
-        for (Access& a : accesses_) {
-            if (!a.is_write && a.queue == queue && a.space == f.space && a.arg == f.arg && a.p0 == f.p0 && a.p1 == f.p1 &&
-                a.b0 == f.b0 && a.b1 == f.b1) {
-                a.seq = seq;
-                merged = true;
-                break;
-            }
+    for (const Footprint& f : reads) add_access(Access{f.space, f.arg, f.p0, f.p1, f.b0, f.b1, false, queue, seq});
+}
+
+// Keeps the live-access list short: an identical footprint of the same kind and queue is
+// updated in place, and once one (queue, kind, memory) has too many records they are folded
+// into their bounding box with the newest seq. Folding only adds waits (it never drops an
+// ordering), and it keeps building linear in the size of long kernels.
+void KernelBuilder::add_access(const Access& n) {
+    constexpr size_t kFoldAt = 48;
+    size_t same_group = 0;
+    for (Access& a : accesses_) {
+        if (a.is_write != n.is_write || a.queue != n.queue || a.space != n.space || a.arg != n.arg) continue;
+        if (a.p0 == n.p0 && a.p1 == n.p1 && a.b0 == n.b0 && a.b1 == n.b1) {
+            a.seq = n.seq;
+            return;
         }
-        if (!merged) accesses_.push_back(Access{f.space, f.arg, f.p0, f.p1, f.b0, f.b1, false, queue, seq});
+        ++same_group;
     }
+    accesses_.push_back(n);
+    if (same_group + 1 < kFoldAt) return;
+    Access box = n;
+    auto in_group = [&](const Access& a) {
+        return a.is_write == n.is_write && a.queue == n.queue && a.space == n.space && a.arg == n.arg;
+    };
+    for (const Access& a : accesses_) {
+        if (!in_group(a)) continue;
+        box.p0 = std::min(box.p0, a.p0);
+        box.p1 = std::max(box.p1, a.p1);
+        box.b0 = std::min(box.b0, a.b0);
+        box.b1 = std::max(box.b1, a.b1);
+        box.seq = std::max(box.seq, a.seq);
+    }
+    accesses_.erase(std::remove_if(accesses_.begin(), accesses_.end(), in_group), accesses_.end());
+    accesses_.push_back(box);
 }
 
 uint32_t KernelBuilder::emit(Instruction ins) {
