@@ -83,7 +83,10 @@ std::vector<Program> matmul_hoisted(const ChipConfig& chip, const MatmulShape& s
     HbmArena hbm;
     Operands o = operands(hbm, s);
     const uint32_t nk = ceil_div(s.K, TK);
-    Rotation lt(kb, 2, TK, {nk * TM}, s.dtype), rt(kb, 2, TK, {nk * TN}, s.dtype), res(kb, 4, TM, {TN}, s.dtype);
+    // Double-buffered columns when they fit SBUF (bf16 on trn1), else single (fp32: 160 KiB per partition).
+    const uint64_t column_bytes = uint64_t(nk) * (TM + TN) * dtype_size(s.dtype);
+    const int bufs = 2 * column_bytes + 4 * TN * dtype_size(s.dtype) <= chip.sbuf.bytes_per_partition ? 2 : 1;
+    Rotation lt(kb, bufs, TK, {nk * TM}, s.dtype), rt(kb, bufs, TK, {nk * TN}, s.dtype), res(kb, 4, TM, {TN}, s.dtype);
     PsumRotation ps(kb, 2, TN);
     for (uint64_t m = 0; m < s.M; m += TM) {
         const Tile& a = lt.take();

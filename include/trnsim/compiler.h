@@ -41,6 +41,7 @@ enum class Op : uint8_t {
     view,                 // out aliases in[0]: sizes/strides from 'shape'/'strides', offset from i0 (elements)
     copy,                 // out = cast(in[0]) (also .contiguous(), dtype conversion, expand materialised)
     fill,                 // out = f0
+    concat,               // out = cat(in..., dim i0)
     unary,                // i0 = ops::Unary
     binary,               // i0 = ops::Binary; out = in0 op (f0 * in1)  (f0 = alpha, 1 unless add/sub)
     binary_scalar,        // i0 = ops::Binary; out = in0 op f0 (f0 op in0 when i1 = 1)

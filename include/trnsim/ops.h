@@ -69,7 +69,8 @@ void where(KernelBuilder& kb, const TensorDesc& out, const TensorDesc& cond, con
            const TensorDesc& b);
 void fill(KernelBuilder& kb, const TensorDesc& out, float value);
 // out = cast(in): any strides on either side (this is also 'contiguous' and dtype conversion).
-// HBM-to-HBM DMAs with multi-dim access patterns; in may broadcast to out's shape.
+// HBM-to-HBM DMAs with multi-dim access patterns; in may broadcast to out's shape. Float copies
+// that transpose the innermost dims go through SBUF and TensorE transposes instead.
 void copy(KernelBuilder& kb, const TensorDesc& out, const TensorDesc& in);
 // out = min(max(in, lo), hi); an absent bound is not applied. NaN propagates.
 void clamp(KernelBuilder& kb, const TensorDesc& out, const TensorDesc& in, std::optional<float> lo,
@@ -154,6 +155,23 @@ void baddbmm(KernelBuilder& kb, const TensorDesc& out, const TensorDesc& self, c
 void linear(KernelBuilder& kb, const TensorDesc& out, const TensorDesc& x, const TensorDesc& weight,
             const TensorDesc* bias = nullptr);
 
+// ---- patch-embedding convolution (src/runtime/ops/conv.cpp): aten::convolution with stride ==
+// kernel size, padding 0, dilation 1, groups 1 (ViT / video-DiT patchify); other parameters throw
+// an OpError naming the one not supported. input [N, Ci, H, W], weight [Co, Ci, kh, kw] (kw <= 128),
+// bias [Co] optional, out [N, Co, H / kh, W / kw]. Patches are gathered into SBUF by DMA (im2col)
+// and multiplied on the TensorE (fp32 accumulation).
+void conv2d_patchify(KernelBuilder& kb, const TensorDesc& out, const TensorDesc& input, const TensorDesc& weight,
+                     const TensorDesc* bias, std::array<int64_t, 2> stride, std::array<int64_t, 2> padding = {0, 0},
+                     std::array<int64_t, 2> dilation = {1, 1}, int64_t groups = 1);
+// Its gradients (aten::convolution_backward); each output is optional. grad_input is zero where no
+// patch covers the input (H, W not multiples of the kernel); grad_weight must be contiguous in its
+// [Ci, kh, kw] dims.
+void conv2d_patchify_backward(KernelBuilder& kb, const TensorDesc* grad_input, const TensorDesc* grad_weight,
+                              const TensorDesc* grad_bias, const TensorDesc& grad_out, const TensorDesc& input,
+                              const TensorDesc& weight, std::array<int64_t, 2> stride,
+                              std::array<int64_t, 2> padding = {0, 0}, std::array<int64_t, 2> dilation = {1, 1},
+                              int64_t groups = 1);
+
 // ---- attention (src/runtime/ops/attention.cpp). q [B,H,Sq,D], k [B,H,Skv,D], v [B,H,Skv,Dv],
 // D, Dv <= 128, any sequence lengths. scores = scale * q k^T (+ attn_mask: float, added; or bool,
 // True attends), causal keeps key j <= query i (top-left aligned, like torch). Forward writes
@@ -217,6 +235,43 @@ void index_select(KernelBuilder& kb, const TensorDesc& out, const TensorDesc& in
 // self.index_add_(dim, index, source) in place; repeated indices accumulate.
 void index_add(KernelBuilder& kb, const TensorDesc& self, int64_t dim, const TensorDesc& index,
                const TensorDesc& source);
+// Element gathers and scatters along 'dim' (index: i32, the rank of self/in, no larger than it in
+// the other dims; negative dims wrap). Offsets are computed in fp32 on the engines: one tile of the
+// index may span at most 2^24 elements of the indexed tensor (an OpError says so otherwise).
+// out = in.gather(dim, index)   (out has index's shape)
+void gather(KernelBuilder& kb, const TensorDesc& out, const TensorDesc& in, int64_t dim, const TensorDesc& index);
+// self.scatter_add_(dim, index, src) in place; repeated indices accumulate.
+void scatter_add(KernelBuilder& kb, const TensorDesc& self, int64_t dim, const TensorDesc& index,
+                 const TensorDesc& src);
+// out = self.scatter(dim, index, src) (out must not alias self). Targets take src's value exactly,
+// whatever self held there (NaN, inf); an element targeted twice gets the sum of its sources
+// (torch leaves the winner unspecified: indices are expected to be unique).
+void scatter(KernelBuilder& kb, const TensorDesc& out, const TensorDesc& self, int64_t dim, const TensorDesc& index,
+             const TensorDesc& src);
+// out = in.masked_fill(mask, value): mask (bool or any dtype, nonzero = fill) broadcasts to out.
+void masked_fill(KernelBuilder& kb, const TensorDesc& out, const TensorDesc& in, const TensorDesc& mask, float value);
+// out[..., c] = (index[...] == c): out is index's shape + [num_classes] (any dtype; i32 for
+// torch's int64 result, widened by the caller).
+void one_hot(KernelBuilder& kb, const TensorDesc& out, const TensorDesc& index);
+
+// ---- losses (indexing.cpp). aten's Reduction values: none = 0, mean = 1, sum = 2.
+enum class LossReduction : uint8_t { none = 0, mean = 1, sum = 2 };
+// aten::nll_loss_forward / nll_loss2d_forward: input [N, C, d...] (or [C]) log-probabilities,
+// target [N, d...] (or 0-d) i32 class indices, weight [C] optional. Each target t != ignore_index
+// contributes -weight[t] * input[n, t, d...] (weight 1 when absent); ignored targets contribute 0.
+// none: out has target's shape and total_weight = 0 (a [C] input: out 0-d, total_weight = its
+// weight); sum / mean: out (one element) = the sum, or the sum / total_weight (NaN when every target
+// is ignored), total_weight = the summed weights of the targets not ignored. fp32 accumulation;
+// a target outside [0, C) stops the run with an IsaError.
+void nll_loss(KernelBuilder& kb, const TensorDesc& out, const TensorDesc& total_weight, const TensorDesc& input,
+              const TensorDesc& target, const TensorDesc* weight, LossReduction reduction, int64_t ignore_index);
+// aten::nll_loss_backward: grad_input (the input's shape, overwritten) is zero except at the target
+// classes: -weight[t] * grad_output (/ total_weight for mean), 0 for ignored targets. grad_output has
+// target's shape for 'none' with a batch, one element otherwise.
+void nll_loss_backward(KernelBuilder& kb, const TensorDesc& grad_input, const TensorDesc& grad_output,
+                       const TensorDesc& target, const TensorDesc* weight, LossReduction reduction,
+                       int64_t ignore_index, const TensorDesc& total_weight);
+
 // torch.cat / torch.stack: copies of each input into its slice of out.
 void cat(KernelBuilder& kb, const TensorDesc& out, const std::vector<TensorDesc>& inputs, int64_t dim);
 void stack(KernelBuilder& kb, const TensorDesc& out, const std::vector<TensorDesc>& inputs, int64_t dim);

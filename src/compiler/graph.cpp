@@ -34,6 +34,7 @@ const char* op_name(Op op) {
         case Op::view: return "view";
         case Op::copy: return "copy";
         case Op::fill: return "fill";
+        case Op::concat: return "concat";
         case Op::unary: return "unary";
         case Op::binary: return "binary";
         case Op::binary_scalar: return "binary_scalar";

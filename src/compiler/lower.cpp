@@ -118,6 +118,17 @@ private:
         switch (n.op) {
             case Op::copy: ops::copy(kb, out[0], in[0]); return;
             case Op::fill: ops::fill(kb, out[0], n.f0); return;
+            case Op::concat: {   // each input copied into its slice of the output
+                int64_t start = 0;
+                for (const ops::TensorDesc& piece : in) {
+                    ops::TensorDesc slice = out[0];
+                    slice.sizes[n.i0] = piece.sizes[n.i0];
+                    slice.offset += start * out[0].strides[n.i0];
+                    start += piece.sizes[n.i0];
+                    ops::copy(kb, slice, piece);
+                }
+                return;
+            }
             case Op::unary: ops::unary(kb, static_cast<ops::Unary>(n.i0), out[0], in[0]); return;
             case Op::binary: ops::binary(kb, static_cast<ops::Binary>(n.i0), out[0], in[0], in[1], n.f0); return;
             case Op::binary_scalar:

@@ -258,6 +258,51 @@ TEST_F(OpsPointwise, CopyStridedCastingAndExpanded) {
     }
 }
 
+// Copies that transpose the innermost dims run through TensorE transposes of [128, 128] pieces.
+TEST_F(OpsPointwise, TransposedCopiesExactForEveryLayout) {
+    struct Case {
+        TensorDesc out, in;
+    };
+    const std::vector<Case> cases = {
+        // partial blocks in both dims (600 = 512 + 88, 700 = 512 + 188)
+        {view(1, DType::f32, {600, 700}), view(2, DType::f32, {600, 700}, {1, 600})},
+        // a batch of transposed planes, bf16 -> f32
+        {view(1, DType::f32, {3, 130, 200}), view(2, DType::bf16, {3, 130, 200}, {130 * 200, 1, 130})},
+        // into a transposed output view, f32 -> bf16
+        {view(1, DType::bf16, {256, 300}, {1, 256}), view(2, DType::f32, {256, 300})},
+        // a padded, offset input (row stride 300 for 280 columns), f16
+        {view(1, DType::f16, {280, 256}), view(2, DType::f16, {280, 256}, {1, 300}, 5)},
+        // the key transpose of attention: [B, H, S, D] -> [B, H, D, S]
+        {view(1, DType::bf16, {2, 3, 64, 160}), view(2, DType::bf16, {2, 3, 64, 160}, {3 * 160 * 64, 160 * 64, 1, 64})},
+    };
+    for (const Case& c : cases) {
+        std::vector<float> x = put_random(c.in, -50.0f, 50.0f);
+        poison(c.out);
+        KernelBuilder kb = builder("copy");
+        ops::copy(kb, c.out, c.in);
+        const size_t n = run(kb);
+        EXPECT_GT(n, 3u) << "expected the blocked transpose path for " << c.in.str();
+        const std::vector<float> lx = logical(c.in, x, c.out.sizes);
+        std::vector<double> ref;
+        for (float v : lx) ref.push_back(round_to(v, c.out.dtype));
+        expect_close(get(c.out), ref, DType::f32, ("copy " + c.in.str() + " -> " + c.out.str()).c_str(), 0, 0);
+    }
+}
+
+TEST_F(OpsPointwise, TransposedCopyNearCopyBandwidth) {
+    auto time_of = [&](const TensorDesc& in) {
+        KernelBuilder kb(chip, "copy", 1ull << 30);
+        ops::copy(kb, TensorDesc::contiguous(1, DType::bf16, {2048, 2048}), in);
+        Program prog = kb.finish();
+        NeuronCore timing(chip, ExecMode::TimingOnly, 1ull << 30);
+        const uint64_t args[2] = {64ull << 20, 128ull << 20};
+        return timing.run(prog, nullptr, args, 2).duration_ps();
+    };
+    const int64_t plain = time_of(view(2, DType::bf16, {2048, 2048}));
+    const int64_t transposed = time_of(view(2, DType::bf16, {2048, 2048}, {1, 2048}));
+    EXPECT_LT(transposed, 2 * plain);
+}
+
 TEST_F(OpsPointwise, CopyLargeContiguousSpreadsOverDmaQueues) {
     const int64_t n = 1 << 20;
     const TensorDesc in = view(2, DType::f32, {n}), out = view(1, DType::bf16, {n});

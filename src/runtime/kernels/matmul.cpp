@@ -9,8 +9,11 @@
 //       (alpha, addend), DMA to HBM.
 // Panels are double buffered, PSUM banks and output staging tiles rotate, so
 // loads, matmuls, evacuations and stores of neighbouring tiles overlap. Operands
-// stored the other way round (A as [M,K], B as [N,K]) are loaded in 128-row
-// tiles and transposed on the TensorE into the panels.
+// stored the other way round (A as [M,K], B as [N,K], e.g. a Linear weight) are
+// loaded in [128 rows, 512 k] pieces through a deep ring and transposed on the
+// TensorE into the panels; those transposes are interleaved with the matmuls (each
+// m tile first runs the transposes it needs plus a share of the next chunk's), and
+// a transposed B panel serves every m tile of its block.
 #include <algorithm>
 #include <array>
 #include <tuple>
@@ -24,8 +27,18 @@ namespace {
 constexpr uint32_t kTileM = 128;   // stationary free size (PE columns)
 constexpr uint32_t kTileK = 128;   // contraction (partitions)
 constexpr uint32_t kTileN = 512;   // moving free size (one PSUM bank of fp32)
-constexpr int kPsumRotation = 6;       // PSUM banks in flight (2 more hold transposes)
+// PSUM banks in flight for matmul outputs: 6 of the 8, or 4 when transposes take the other 4
+// (fewer transpose banks stall the TensorE on the copies out of them).
+constexpr int kPsumRotation = 6;
+constexpr int kPsumRotationWithTransposes = 4;
+constexpr int kTransposeBanks = 4;
 constexpr int kStagingRotation = 8;    // output tiles in flight to HBM
+// Pieces of operands stored the other way round ([rows, K] instead of [K, rows]): each holds
+// up to 4 k tiles of 128 rows, loads with one DMA per k tile (several queues at once) and is
+// transposed on the TensorE. The ring is deep enough that the loads run well ahead of the
+// transposes: one DMA carries a fixed latency of about a microsecond.
+constexpr uint32_t kPieceTiles = 4;
+constexpr int kPieceRotation = 16;
 
 uint32_t ceil_div(uint32_t a, uint32_t b) { return (a + b - 1) / b; }
 uint32_t round_up(uint32_t a, uint32_t b) { return ceil_div(a, b) * b; }
@@ -78,8 +91,8 @@ uint64_t sbuf_need(const MatmulArgs& a, const Blocking& b, bool k_blocked) {
                     + kStagingRotation * kTileN * dtype_size(a.c_dtype);     // output staging
     if (has_epilogue_operand(a)) need += 2 * kTileN * 4;                     // addend tiles (fp32)
     if (a.alpha != 1.0f) need += kTileN * 4;                                 // scaled product (fp32)
-    if (!a.a_transposed) need += 2 * static_cast<uint64_t>(b.KB) * dtype_size(a.a_dtype);  // A row tiles
-    if (a.b_transposed) need += 2 * static_cast<uint64_t>(b.KB) * dtype_size(a.b_dtype);   // B row tiles
+    if (!a.a_transposed || a.b_transposed)                                   // row pieces
+        need += kPieceRotation * kPieceTiles * kTileK * std::max(dtype_size(a.a_dtype), dtype_size(a.b_dtype));
     if (k_blocked) need += static_cast<uint64_t>(ceil_div(b.MB, kTileM)) * b.NB * 4;        // fp32 accumulators
     return need + 64 * 24;   // alignment slack
 }
@@ -126,11 +139,12 @@ void build_matmul(KernelBuilder& kb, const MatmulArgs& args) {
     std::array<Tile, 2> a_panel, b_panel;
     for (int i = 0; i < n_a_panels; ++i) a_panel[i] = kb.alloc_sbuf(kTileK, {nkt_max, blk.MB}, a.a_dtype);
     for (int i = 0; i < n_b_panels; ++i) b_panel[i] = kb.alloc_sbuf(kTileK, {nkt_max, blk.NB}, a.b_dtype);
-    std::array<Tile, 2> a_rows, b_rows;
-    if (!a.a_transposed)
-        for (auto& t : a_rows) t = kb.alloc_sbuf(kTileM, {blk.KB}, a.a_dtype);
-    if (a.b_transposed)
-        for (auto& t : b_rows) t = kb.alloc_sbuf(kTileM, {blk.KB}, a.b_dtype);
+    // Row pieces (raw bytes, viewed in the dtype of the operand being transposed).
+    const bool any_transposed_load = !a.a_transposed || a.b_transposed;
+    const DType piece_dtype = dtype_size(a.a_dtype) >= dtype_size(a.b_dtype) ? a.a_dtype : a.b_dtype;
+    std::vector<Tile> pieces;
+    if (any_transposed_load)
+        for (int i = 0; i < kPieceRotation; ++i) pieces.push_back(kb.alloc_sbuf(kTileM, {kPieceTiles * kTileK}, piece_dtype));
     std::array<Tile, kStagingRotation> staging;
     for (auto& t : staging) t = kb.alloc_sbuf(kTileM, {kTileN}, a.c_dtype);
     std::array<Tile, 2> d_in;
@@ -146,10 +160,10 @@ void build_matmul(KernelBuilder& kb, const MatmulArgs& args) {
     std::vector<Tile> acc;
     if (k_blocked)
         for (uint32_t i = 0; i < ceil_div(blk.MB, kTileM); ++i) acc.push_back(kb.alloc_sbuf(kTileM, {blk.NB}, DType::f32));
-    std::array<Tile, kPsumRotation> psum;
+    std::vector<Tile> psum(any_transposed_load ? kPsumRotationWithTransposes : kPsumRotation);
     for (auto& t : psum) t = kb.alloc_psum(kTileM, kTileN);
-    std::array<Tile, 2> psum_t;
-    if (!a.a_transposed || a.b_transposed)
+    std::array<Tile, kTransposeBanks> psum_t;
+    if (any_transposed_load)
         for (auto& t : psum_t) t = kb.alloc_psum(kTileK, kTileN);
 
     // Stores use their own DMA queues at the end of the range, so after the first prefetches a
@@ -176,7 +190,7 @@ void build_matmul(KernelBuilder& kb, const MatmulArgs& args) {
         }
     };
 
-    int psum_next = 0, staging_next = 0, evac_next = 0, rows_next = 0, tpose_next = 0, d_next = 0;
+    int psum_next = 0, staging_next = 0, evac_next = 0, tpose_next = 0, d_next = 0;
     int a_buf = 0, b_buf = 0;
     std::tuple<int64_t, uint32_t, uint32_t> b_loaded_key{-1, 0, 0};
     // A broadcast addend row (row stride 0, beta 1) is loaded once per column chunk.
@@ -236,35 +250,70 @@ void build_matmul(KernelBuilder& kb, const MatmulArgs& args) {
                 }
     }
 
-    // Loads [count, kbsz] row tiles of an operand stored the other way round and transposes them
-    // on the TensorE into panel columns [c0, c0+count): up to 4 transposes fill one PSUM bank and
-    // leave it with one copy.
-    auto load_transposed = [&](const std::array<Tile, 2>& row_tiles, const HbmMatrix& src, uint32_t bi, uint32_t r0,
-                               uint32_t count, uint32_t k0, uint32_t kbsz, uint32_t nkt, const Tile& panel,
-                               uint32_t width, uint32_t c0) {
-        constexpr uint32_t kPerBank = kTileN / kTileM;
-        for (uint32_t r = 0; r < count; r += kTileM) {
-            const uint32_t n = std::min(kTileM, count - r);
-            const Tile& rows = row_tiles[rows_next ^= 1];
-            const uint32_t full_kt = kbsz / kTileK;   // k tiles of 128 (a ragged last one goes alone)
+    // One piece of an operand stored the other way round: rows [r0, r0+n) x k tiles [kt0, kt0+group)
+    // of the block starting at k0, transposed into panel columns [c0, c0+n) of those k tiles. Up to
+    // 4 transposes fill one PSUM bank and leave it with one copy.
+    struct TransposeJob {
+        const HbmMatrix* src;
+        const Tile* panel;
+        uint32_t width, bi, r0, n, k0, kbsz, kt0, group, c0;
+    };
+    auto piece_of = [&](const TransposeJob& j, uint64_t seq) {
+        Tile piece = pieces[seq % kPieceRotation];
+        piece.dtype = j.src->dtype;
+        return piece;
+    };
+    auto load_job = [&](const TransposeJob& j, uint64_t seq) {
+        const Tile piece = piece_of(j, seq);
+        for (uint32_t g = 0; g < j.group; ++g) {
+            const uint32_t kc = (j.kt0 + g) * kTileK, ks = std::min(kTileK, j.kbsz - kc);
+            load(piece.region(0, j.n, g * kTileK, ks), j.src->block(j.bi, j.r0, j.n, j.k0 + kc, ks));
+        }
+    };
+    auto transpose_job = [&](const TransposeJob& j, uint64_t seq) {
+        const Tile piece = piece_of(j, seq);
+        const uint32_t ks_last = std::min(kTileK, j.kbsz - (j.kt0 + j.group - 1) * kTileK);
+        const Tile& pt = psum_t[tpose_next];
+        tpose_next = (tpose_next + 1) % kTransposeBanks;
+        for (uint32_t g = 0; g < j.group; ++g) {
+            const uint32_t ks = g + 1 < j.group ? kTileK : ks_last;
+            kb.transpose(pt.region(0, ks, g * kTileM, j.n), piece.region(0, j.n, g * kTileK, ks));
+        }
+        const uint32_t ks = j.group > 1 ? kTileK : ks_last;   // a ragged k tile is always alone
+        AccessPattern from = pt.region(0, ks, 0, j.n), to = panel_ap(*j.panel, j.kt0, j.width, ks, j.c0, j.n);
+        from.ndim = to.ndim = 2;
+        from.size = to.size = {j.group, j.n, 1, 1};
+        from.stride = {kTileM, 1, 0, 0};
+        to.stride = {j.width, 1, 0, 0};
+        kb.tensor_copy(to, from, (evac_next++ & 1) ? Engine::Scalar : Engine::Vector);
+    };
+    // The jobs of a block run in order; job x (of the whole kernel) uses piece x % kPieceRotation,
+    // so its load may be issued once the transposes of job x - kPieceRotation are emitted: loads run
+    // up to a ring's depth ahead of the transposes.
+    std::vector<TransposeJob> jobs;
+    uint64_t job_base = 0;
+    size_t jobs_loaded = 0, jobs_done = 0;
+    auto run_jobs = [&](size_t upto) {
+        upto = std::min(upto, jobs.size());
+        while (jobs_done < upto) {
+            const size_t load_upto = std::min(jobs.size(), jobs_done + kPieceRotation);
+            for (; jobs_loaded < load_upto; ++jobs_loaded) load_job(jobs[jobs_loaded], job_base + jobs_loaded);
+            transpose_job(jobs[jobs_done], job_base + jobs_done);
+            ++jobs_done;
+        }
+    };
+    // The jobs of rows [r0, r0+count) of a block, in the order the matmuls need them.
+    auto transpose_jobs = [&](std::vector<TransposeJob>& jobs, const HbmMatrix& src, const Tile& panel,
+                              uint32_t width, uint32_t bi, uint32_t r0, uint32_t count, uint32_t k0, uint32_t kbsz,
+                              uint32_t c0) {
+        const uint32_t nkt = ceil_div(kbsz, kTileK), full_kt = kbsz / kTileK;
+        for (uint32_t r = 0; r < count; r += kTileM)
             for (uint32_t kt0 = 0; kt0 < nkt;) {
-                const uint32_t group = kt0 < full_kt ? std::min(kPerBank, full_kt - kt0) : 1;
-                const uint32_t ks = std::min(kTileK, kbsz - kt0 * kTileK);
-                // Each group's columns load on their own queue, so a wide row tile streams in parallel.
-                const uint32_t cols = (group - 1) * kTileK + ks;
-                load(rows.region(0, n, kt0 * kTileK, cols), src.block(bi, r0 + r, n, k0 + kt0 * kTileK, cols));
-                const Tile& pt = psum_t[tpose_next ^= 1];
-                for (uint32_t g = 0; g < group; ++g)
-                    kb.transpose(pt.region(0, ks, g * kTileM, n), rows.region(0, n, (kt0 + g) * kTileK, ks));
-                AccessPattern from = pt.region(0, ks, 0, n), to = panel_ap(panel, kt0, width, ks, c0 + r, n);
-                from.ndim = to.ndim = 2;
-                from.size = to.size = {group, n, 1, 1};
-                from.stride = {kTileM, 1, 0, 0};
-                to.stride = {width, 1, 0, 0};
-                kb.tensor_copy(to, from, (evac_next++ & 1) ? Engine::Scalar : Engine::Vector);
+                const uint32_t group = kt0 < full_kt ? std::min(kPieceTiles, full_kt - kt0) : 1;
+                jobs.push_back({&src, &panel, width, bi, r0 + r, std::min(kTileM, count - r), k0, kbsz, kt0, group,
+                                c0 + r});
                 kt0 += group;
             }
-        }
     };
 
     for (uint32_t bi = 0; bi < a.batch && a.K > 0; ++bi) {
@@ -289,20 +338,12 @@ void build_matmul(KernelBuilder& kb, const MatmulArgs& args) {
                     const Tile& bp = b_panel[b_buf];
                     auto load_b_chunk = [&](uint32_t c0) {
                         const uint32_t cn = std::min(kTileN, nb - c0);
-                        if (a.b_transposed) {
-                            load_transposed(b_rows, B, bi, n0 + c0, cn, k0, kbsz, nkt, bp, blk.NB, c0);
-                            return;
-                        }
                         for (uint32_t kt = 0; kt < nkt; ++kt) {
                             const uint32_t ks = std::min(kTileK, kbsz - kt * kTileK);
                             load(panel_ap(bp, kt, blk.NB, ks, c0, cn), B.block(bi, k0 + kt * kTileK, ks, n0 + c0, cn));
                         }
                     };
                     auto load_a_chunk = [&](uint32_t c0, uint32_t width) {
-                        if (!a.a_transposed) {
-                            load_transposed(a_rows, A, bi, m0 + c0, width, k0, kbsz, nkt, ap, blk.MB, c0);
-                            return;
-                        }
                         for (uint32_t kt = 0; kt < nkt; ++kt) {
                             const uint32_t ks = std::min(kTileK, kbsz - kt * kTileK);
                             load(panel_ap(ap, kt, blk.MB, ks, c0, width), A.block(bi, k0 + kt * kTileK, ks, m0 + c0, width));
@@ -310,18 +351,45 @@ void build_matmul(KernelBuilder& kb, const MatmulArgs& args) {
                     };
                     // The first n chunk sweeps every m tile, so B's first chunk and all of A come first;
                     // each later B chunk is prefetched one chunk ahead (so that it does not queue in
-                    // front of the stores of the chunk before it).
-                    if (load_b) load_b_chunk(0);
-                    for (uint32_t c0 = 0; c0 < mb; c0 += kTileN) load_a_chunk(c0, std::min(kTileN, mb - c0));
+                    // front of the stores of the chunk before it). Operands that need transposes become
+                    // jobs in that same order: [B chunk 0, A by m tile, B chunk 1, ...]; before the
+                    // matmuls of a tile the jobs it needs run, plus an even share of those the next
+                    // chunk needs, so transposes interleave with matmuls instead of stalling them.
+                    const bool transpose_b = load_b && a.b_transposed, transpose_a = !a.a_transposed;
+                    jobs.clear();
+                    jobs_loaded = jobs_done = 0;
+                    std::vector<size_t> b_jobs_end;   // jobs through B chunk c (c >= 1), per chunk
+                    size_t a_jobs_begin = 0;
+                    if (transpose_b) transpose_jobs(jobs, B, bp, blk.NB, bi, n0, std::min(kTileN, nb), k0, kbsz, 0);
+                    a_jobs_begin = jobs.size();
+                    if (transpose_a) transpose_jobs(jobs, A, ap, blk.MB, bi, m0, mb, k0, kbsz, 0);
+                    const size_t a_jobs_per_tile = transpose_a ? ceil_div(kbsz, kTileK) - kbsz / kTileK +
+                                                                     ceil_div(kbsz / kTileK, kPieceTiles)
+                                                               : 0;
+                    b_jobs_end.push_back(jobs.size());
+                    for (uint32_t c0 = kTileN; c0 < nb; c0 += kTileN) {
+                        if (transpose_b)
+                            transpose_jobs(jobs, B, bp, blk.NB, bi, n0 + c0, std::min(kTileN, nb - c0), k0, kbsz, c0);
+                        b_jobs_end.push_back(jobs.size());
+                    }
+                    if (load_b && !a.b_transposed) load_b_chunk(0);
+                    if (a.a_transposed)
+                        for (uint32_t c0 = 0; c0 < mb; c0 += kTileN) load_a_chunk(c0, std::min(kTileN, mb - c0));
 
                     // ---- compute and evacuate
-                    for (uint32_t nc = 0; nc < nb; nc += kTileN) {
+                    for (uint32_t nc = 0, chunk = 0; nc < nb; nc += kTileN, ++chunk) {
                         const uint32_t ns = std::min(kTileN, nb - nc);
-                        if (load_b && nc + kTileN < nb) load_b_chunk(nc + kTileN);
+                        if (load_b && !a.b_transposed && nc + kTileN < nb) load_b_chunk(nc + kTileN);
+                        const size_t next_chunk_needs = chunk + 1 < b_jobs_end.size() ? b_jobs_end[chunk + 1] : jobs.size();
                         for (uint32_t mt = 0; mt < mb; mt += kTileM) {
                             const uint32_t ms = std::min(kTileM, mb - mt);
+                            const size_t needed = chunk == 0 ? a_jobs_begin + (mt / kTileM + 1) * a_jobs_per_tile
+                                                             : b_jobs_end[chunk];
+                            const size_t tiles_left = ceil_div(mb - mt, kTileM);
+                            run_jobs(std::max(needed, jobs_done + ceil_div(static_cast<uint32_t>(next_chunk_needs - jobs_done),
+                                                                           static_cast<uint32_t>(tiles_left))));
                             const Tile& ps = psum[psum_next];
-                            psum_next = (psum_next + 1) % kPsumRotation;
+                            psum_next = (psum_next + 1) % static_cast<int>(psum.size());
                             const AccessPattern out = ps.region(0, ms, 0, ns);
                             for (uint32_t kt = 0; kt < nkt; ++kt) {
                                 const uint32_t ks = std::min(kTileK, kbsz - kt * kTileK);
@@ -341,6 +409,7 @@ void build_matmul(KernelBuilder& kb, const MatmulArgs& args) {
                             else kb.tensor_tensor(acc_ap, acc_ap, out, AluOp::add, add_engine);
                         }
                     }
+                    job_base += jobs.size();
                 }
             }
         }
@@ -353,8 +422,7 @@ void build_matmul(KernelBuilder& kb, const MatmulArgs& args) {
     if (scaled.partitions) kb.release(scaled);
     for (auto& t : d_in) if (t.partitions) kb.release(t);
     for (auto& t : staging) kb.release(t);
-    for (auto& t : b_rows) if (t.partitions) kb.release(t);
-    for (auto& t : a_rows) if (t.partitions) kb.release(t);
+    for (auto it = pieces.rbegin(); it != pieces.rend(); ++it) kb.release(*it);
     for (int i = n_b_panels - 1; i >= 0; --i) kb.release(b_panel[i]);
     for (int i = n_a_panels - 1; i >= 0; --i) kb.release(a_panel[i]);
 }

@@ -111,13 +111,33 @@ std::vector<int64_t> last_dims(const std::string& name, const TensorDesc& in, in
     return dims;
 }
 
-// The largest row that the norm kernels keep whole in SBUF, for 'bytes_per_col' per column.
-uint32_t whole_row_budget(const std::string& name, const ChipConfig& chip, uint64_t bytes_per_col, int64_t D) {
+// The column budget of a norm kernel that keeps whole rows in SBUF, for 'bytes_per_col' per
+// column; 0 when a row of D elements does not fit (the chunked kernels take those rows).
+uint32_t whole_row_budget(const ChipConfig& chip, uint64_t bytes_per_col, int64_t D) {
     const uint64_t cols = chip.sbuf.bytes_per_partition * 85 / 100 / bytes_per_col;
-    if (static_cast<uint64_t>(D) > cols)
-        fail(name, "normalized size " + std::to_string(D) + " exceeds the " + std::to_string(cols) +
-                       " elements one SBUF partition holds for this kernel");
+    if (static_cast<uint64_t>(D) > cols) return 0;
     return static_cast<uint32_t>(std::max<uint64_t>(D, std::min<uint64_t>(cols, 4096)));
+}
+
+// The HBM row of operand k (a tensor of the normalized shape) for chunk box c of a row tile
+// whose kept part has nkept dims: one partition holding the chunk's elements.
+AccessPattern chunk_row_ap(const Box& c, size_t nkept, int k, const TensorDesc& t) {
+    if (nkept == 0) return hbm_ap(c, k, t);   // no rows: the chunk itself (DMAs flatten both sides)
+    AccessPattern ap = hbm_ap(c, k, t, static_cast<int>(nkept) - 1);
+    ap.partitions = 1;
+    return ap;
+}
+
+// t[chunk] = sum over the first P partitions of acc[:, R] (TensorE: ones^T @ acc), stored to 'dst'.
+void store_chunk_partition_sum(KernelBuilder& kb, const Tile& acc, const Tile& ones, const Tile& row, const Tile& ps,
+                               uint32_t R, const AccessPattern& dst, DmaQueues& q) {
+    const uint32_t bank = ps.shape[0];
+    for (uint32_t c0 = 0; c0 < R; c0 += bank) {
+        const uint32_t n = std::min(bank, R - c0);
+        kb.matmul(ps.region(0, 1, 0, n), ones.ap(), acc.region(0, kPartitions, c0, n), false);
+        kb.tensor_copy(row.region(0, 1, c0, n), ps.region(0, 1, 0, n));
+    }
+    kb.dma_copy(dst, row.region(0, 1, 0, R), q.store());
 }
 
 }  // namespace
@@ -315,6 +335,87 @@ void softmax_backward(KernelBuilder& kb, const TensorDesc& grad_in, const Tensor
 // ------------------------------------------------------------------ layer norm / rms norm
 namespace {
 
+// Rows longer than one SBUF partition holds, in chunks of the normalized dims, per row tile:
+// pass 1 the mean (layer norm), pass 2 the sum of squared deviations (ScalarE square with the
+// -mean bias and a fused sum), pass 3 the normalized output; weight and bias chunks are loaded
+// broadcast to the row tile's partitions.
+void norm_forward_chunked(KernelBuilder& kb, const std::string& name, bool rms, const TensorDesc& out,
+                          const TensorDesc* mean, const TensorDesc* rstd, const TensorDesc& in,
+                          const TensorDesc* weight, const TensorDesc* bias, int64_t normalized_ndim, float eps) {
+    const std::vector<int64_t> dims = last_dims(name, in, normalized_ndim);
+    // Operands: 0 out, 1 in, 2 mean, 3 rstd, 4 weight, 5 bias (weight and bias broadcast over rows).
+    RowSpace rs = row_space(name, in, dims,
+                            {{&out, false}, {&in, false}, {mean, true}, {rstd, true}, {weight, false}, {bias, false}});
+    rs.nred = simplify(rs.space, true, rs.nred);
+    const uint64_t per_col = 2 * dtype_size(in.dtype) + 4 + 2 * dtype_size(out.dtype) +
+                             (weight ? 2 * dtype_size(weight->dtype) : 0) + (bias ? 2 * dtype_size(bias->dtype) : 0);
+    const uint32_t fmax = column_budget(kb.chip(), per_col, 1);
+    const std::vector<RowTile> tiles = plan_rows(rs.space, rs.nred, fmax, false);
+    uint32_t F = 1;
+    for (const RowTile& t : tiles)
+        for (uint32_t r : t.R) F = std::max(F, r);
+    const float inv_d = 1.0f / static_cast<float>(rs.D);
+
+    TileRing x_ring(kb, 2, {F}, in.dtype);
+    TileRing w_ring, b_ring;
+    if (weight) w_ring = TileRing(kb, 2, {F}, weight->dtype);
+    if (bias) b_ring = TileRing(kb, 2, {F}, bias->dtype);
+    const Tile work = kb.alloc_sbuf(kPartitions, {F}, DType::f32);
+    TileRing o_ring(kb, 2, {F}, out.dtype);
+    const Tile m = kb.alloc_sbuf(kPartitions, {1}, DType::f32);
+    const Tile neg_m = kb.alloc_sbuf(kPartitions, {1}, DType::f32);
+    const Tile r = kb.alloc_sbuf(kPartitions, {1}, DType::f32);
+    const Tile part = kb.alloc_sbuf(kPartitions, {1}, DType::f32);
+    DmaQueues queues(kb.chip());
+
+    for (const RowTile& t : tiles) {
+        const uint32_t P = t.P;
+        const AccessPattern mv = tile_view(m, P, 1), nv = tile_view(neg_m, P, 1), rv = tile_view(r, P, 1),
+                            pv = tile_view(part, P, 1);
+        auto load = [&](TileRing& ring, size_t c, int k, const TensorDesc& d) {
+            const AccessPattern v = tile_view(ring.next(), P, t.R[c]);
+            dma_tile(kb, queues, v, hbm_ap(t.chunks[c], k, d), false);
+            return v;
+        };
+        if (!rms) {
+            for (size_t c = 0; c < t.chunks.size(); ++c) {
+                kb.tensor_reduce(c == 0 ? mv : pv, load(x_ring, c, 1, in), ReduceOp::add);
+                if (c > 0) kb.tensor_tensor(mv, mv, pv, AluOp::add);
+            }
+            kb.tensor_scalar(mv, mv, AluOp::mul, inv_d);
+            kb.tensor_scalar(nv, mv, AluOp::mul, -1.0f);
+        }
+        for (size_t c = 0; c < t.chunks.size(); ++c) {
+            const AccessPattern acc = c == 0 ? rv : pv;
+            kb.activation_ex(tile_view(work, P, t.R[c]), load(x_ring, c, 1, in), ActFunc::square, 1.0f, nullptr, 0.0f,
+                             rms ? nullptr : &nv, ReduceOp::add, &acc);
+            if (c > 0) kb.tensor_tensor(rv, rv, pv, AluOp::add);
+        }
+        kb.activation(rv, rv, ActFunc::rsqrt, inv_d, eps);
+        for (size_t c = 0; c < t.chunks.size(); ++c) {
+            const AccessPattern x = load(x_ring, c, 1, in), wk = tile_view(work, P, t.R[c]);
+            const AccessPattern o = tile_view(o_ring.next(), P, t.R[c]);
+            const bool more = weight || bias;
+            if (rms) kb.tensor_scalar_ex(more ? wk : o, x, AluOp::mul, 0.0f, &rv, AluOp::bypass, 0.0f, nullptr);
+            else kb.tensor_scalar_ex(more ? wk : o, x, AluOp::sub, 0.0f, &mv, AluOp::mul, 0.0f, &rv);
+            if (weight) kb.tensor_tensor(bias ? wk : o, wk, load(w_ring, c, 4, *weight), AluOp::mul);
+            if (bias) kb.tensor_tensor(o, wk, load(b_ring, c, 5, *bias), AluOp::add);
+            dma_tile(kb, queues, hbm_ap(t.chunks[c], 0, out), o, true);
+        }
+        if (mean && !rms) dma_tile(kb, queues, hbm_ap(t.kept, 2, *mean), mv, true);
+        if (rstd) dma_tile(kb, queues, hbm_ap(t.kept, 3, *rstd), rv, true);
+    }
+    kb.release(part);
+    kb.release(r);
+    kb.release(neg_m);
+    kb.release(m);
+    o_ring.release(kb);
+    kb.release(work);
+    if (bias) b_ring.release(kb);
+    if (weight) w_ring.release(kb);
+    x_ring.release(kb);
+}
+
 // The shared forward: out = (x - mean) * rstd * weight + bias (rms: no mean, no bias).
 void norm_forward(KernelBuilder& kb, const std::string& name, bool rms, const TensorDesc& out, const TensorDesc* mean,
                   const TensorDesc* rstd, const TensorDesc& in, const TensorDesc* weight, const TensorDesc* bias,
@@ -330,7 +431,11 @@ void norm_forward(KernelBuilder& kb, const std::string& name, bool rms, const Te
     if (rs.nred > kMaxFreeDims) fail(name, "the normalized dims of " + in.str() + " need more than 4 access-pattern dims");
     const uint64_t per_col = 2 * dtype_size(in.dtype) + 8 + 2 * dtype_size(out.dtype) +
                              (weight ? dtype_size(weight->dtype) : 0) + (bias ? dtype_size(bias->dtype) : 0);
-    const uint32_t fmax = whole_row_budget(name, kb.chip(), per_col, rs.D);
+    const uint32_t fmax = whole_row_budget(kb.chip(), per_col, rs.D);
+    if (fmax == 0) {
+        norm_forward_chunked(kb, name, rms, out, mean, rstd, in, weight, bias, normalized_ndim, eps);
+        return;
+    }
     const uint32_t D = static_cast<uint32_t>(rs.D);
     const std::vector<RowTile> tiles = plan_rows(rs.space, rs.nred, fmax);
     uint32_t F = 1, G = 1;
@@ -391,6 +496,187 @@ void norm_forward(KernelBuilder& kb, const std::string& name, bool rms, const Te
     if (weight) kb.release(w_tile);
 }
 
+// Rows longer than one SBUF partition holds, in chunks of the normalized dims. grad_in per row
+// tile in two passes over the chunks (the row sums mean(gw) and mean(gw * xhat), then the
+// gradient); grad_weight / grad_bias in a third pass, chunk by chunk over every row tile, into
+// [128, chunk] fp32 accumulators summed across partitions by the TensorE.
+void norm_backward_chunked(KernelBuilder& kb, const std::string& name, bool rms, const TensorDesc* grad_in,
+                           const TensorDesc* grad_weight, const TensorDesc* grad_bias, const TensorDesc& grad_out,
+                           const TensorDesc& in, const TensorDesc* mean, const TensorDesc& rstd,
+                           const TensorDesc* weight, int64_t normalized_ndim) {
+    const std::vector<int64_t> dims = last_dims(name, in, normalized_ndim);
+    const uint64_t per_col = 2 * (dtype_size(grad_out.dtype) + dtype_size(in.dtype)) + 12 +
+                             (weight ? 2 * dtype_size(weight->dtype) : 0) + (grad_in ? dtype_size(grad_in->dtype) : 0);
+    const uint32_t fmax = column_budget(kb.chip(), per_col, 1);
+    int64_t D = 1;
+    for (int64_t d : dims) D *= in.sizes[d];
+    const float inv_d = 1.0f / static_cast<float>(D);
+    DmaQueues queues(kb.chip());
+    // Operands 1 grad_out, 2 in, 3 mean, 4 rstd of both spaces; 0 and 5 differ per pass.
+    auto plan = [&](RowSpace& rs) {
+        rs.nred = simplify(rs.space, true, rs.nred);
+        return plan_rows(rs.space, rs.nred, fmax, false);
+    };
+    auto max_cols = [](const std::vector<RowTile>& tiles) {
+        uint32_t F = 1;
+        for (const RowTile& t : tiles)
+            for (uint32_t r : t.R) F = std::max(F, r);
+        return F;
+    };
+    const Tile m = kb.alloc_sbuf(kPartitions, {1}, DType::f32);
+    const Tile r = kb.alloc_sbuf(kPartitions, {1}, DType::f32);
+    // xhat = (x - mean) * rstd (rms: x * rstd) of a loaded chunk.
+    auto normalized = [&](const AccessPattern& dst, const AccessPattern& x, uint32_t P) {
+        const AccessPattern mv = tile_view(m, P, 1), rv = tile_view(r, P, 1);
+        if (rms) kb.tensor_scalar_ex(dst, x, AluOp::mul, 0.0f, &rv, AluOp::bypass, 0.0f, nullptr);
+        else kb.tensor_scalar_ex(dst, x, AluOp::sub, 0.0f, &mv, AluOp::mul, 0.0f, &rv);
+    };
+    auto load_stats = [&](const RowTile& t) {
+        if (!rms) dma_tile(kb, queues, tile_view(m, t.P, 1), hbm_ap(t.kept, 3, *mean), false);
+        dma_tile(kb, queues, tile_view(r, t.P, 1), hbm_ap(t.kept, 4, rstd), false);
+    };
+
+    if (grad_in) {
+        RowSpace rs = row_space(name, in, dims,
+                                {{grad_in, false}, {&grad_out, false}, {&in, false}, {mean, true}, {&rstd, true},
+                                 {weight, false}});
+        const std::vector<RowTile> tiles = plan(rs);
+        const uint32_t F = max_cols(tiles);
+        TileRing g_ring(kb, 2, {F}, grad_out.dtype), x_ring(kb, 2, {F}, in.dtype), w_ring;
+        if (weight) w_ring = TileRing(kb, 2, {F}, weight->dtype);
+        const Tile xhat = kb.alloc_sbuf(kPartitions, {F}, DType::f32);
+        const Tile gw = kb.alloc_sbuf(kPartitions, {F}, DType::f32);
+        const Tile tmp = kb.alloc_sbuf(kPartitions, {F}, DType::f32);
+        TileRing o_ring(kb, 2, {F}, grad_in->dtype);
+        const Tile a = kb.alloc_sbuf(kPartitions, {1}, DType::f32);
+        const Tile b = kb.alloc_sbuf(kPartitions, {1}, DType::f32);
+        const Tile part = kb.alloc_sbuf(kPartitions, {1}, DType::f32);
+        for (const RowTile& t : tiles) {
+            const uint32_t P = t.P;
+            const AccessPattern av = tile_view(a, P, 1), bv = tile_view(b, P, 1), pv = tile_view(part, P, 1);
+            load_stats(t);
+            // xhat and gw = g * weight of chunk c (views of the xhat / gw tiles).
+            auto chunk = [&](size_t c, AccessPattern* hv, AccessPattern* gwv) {
+                const uint32_t R = t.R[c];
+                const AccessPattern g = tile_view(g_ring.next(), P, R), x = tile_view(x_ring.next(), P, R);
+                dma_tile(kb, queues, g, hbm_ap(t.chunks[c], 1, grad_out), false);
+                dma_tile(kb, queues, x, hbm_ap(t.chunks[c], 2, in), false);
+                *hv = tile_view(xhat, P, R);
+                normalized(*hv, x, P);
+                *gwv = g;
+                if (weight) {
+                    const AccessPattern w = tile_view(w_ring.next(), P, R);
+                    dma_tile(kb, queues, w, hbm_ap(t.chunks[c], 5, *weight), false);
+                    *gwv = tile_view(gw, P, R);
+                    kb.tensor_tensor(*gwv, g, w, AluOp::mul);
+                }
+            };
+            for (size_t c = 0; c < t.chunks.size(); ++c) {
+                AccessPattern hv, gwv;
+                chunk(c, &hv, &gwv);
+                const AccessPattern tv = tile_view(tmp, P, t.R[c]);
+                kb.tensor_tensor(tv, gwv, hv, AluOp::mul);
+                kb.tensor_reduce(c == 0 ? bv : pv, tv, ReduceOp::add);
+                if (c > 0) kb.tensor_tensor(bv, bv, pv, AluOp::add);
+                if (rms) continue;
+                kb.tensor_reduce(c == 0 ? av : pv, gwv, ReduceOp::add);
+                if (c > 0) kb.tensor_tensor(av, av, pv, AluOp::add);
+            }
+            kb.tensor_scalar(bv, bv, AluOp::mul, inv_d);
+            if (!rms) kb.tensor_scalar(av, av, AluOp::mul, inv_d);
+            for (size_t c = 0; c < t.chunks.size(); ++c) {
+                AccessPattern hv, gwv;
+                chunk(c, &hv, &gwv);
+                const AccessPattern tv = tile_view(tmp, P, t.R[c]), o = tile_view(o_ring.next(), P, t.R[c]);
+                const AccessPattern rv = tile_view(r, P, 1);
+                kb.tensor_scalar_ex(tv, hv, AluOp::mul, 0.0f, &bv, AluOp::bypass, 0.0f, nullptr);
+                kb.tensor_tensor(tv, gwv, tv, AluOp::sub);
+                if (rms) kb.tensor_scalar_ex(o, tv, AluOp::mul, 0.0f, &rv, AluOp::bypass, 0.0f, nullptr);
+                else kb.tensor_scalar_ex(o, tv, AluOp::sub, 0.0f, &av, AluOp::mul, 0.0f, &rv);
+                dma_tile(kb, queues, hbm_ap(t.chunks[c], 0, *grad_in), o, true);
+            }
+        }
+        kb.release(part);
+        kb.release(b);
+        kb.release(a);
+        o_ring.release(kb);
+        kb.release(tmp);
+        kb.release(gw);
+        kb.release(xhat);
+        if (weight) w_ring.release(kb);
+        x_ring.release(kb);
+        g_ring.release(kb);
+    }
+
+    if (grad_weight || grad_bias) {
+        RowSpace rs = row_space(name, in, dims,
+                                {{grad_weight, false}, {&grad_out, false}, {&in, false}, {mean, true}, {&rstd, true},
+                                 {grad_bias, false}});
+        const std::vector<RowTile> tiles = plan(rs);
+        const uint32_t F = max_cols(tiles);
+        const uint32_t bank = kb.chip().tensor.moving_fmax;
+        TileRing g_ring(kb, 2, {F}, grad_out.dtype), x_ring(kb, 2, {F}, in.dtype);
+        const Tile xhat = kb.alloc_sbuf(kPartitions, {F}, DType::f32);
+        Tile dw_acc, db_acc, dw_row, db_row;
+        if (grad_weight) {
+            dw_acc = kb.alloc_sbuf(kPartitions, {F}, DType::f32);
+            dw_row = kb.alloc_sbuf(1, {F}, grad_weight->dtype);
+        }
+        if (grad_bias) {
+            db_acc = kb.alloc_sbuf(kPartitions, {F}, DType::f32);
+            db_row = kb.alloc_sbuf(1, {F}, grad_bias->dtype);
+        }
+        const Tile ones = kb.alloc_sbuf(kPartitions, {1}, DType::f32);
+        kb.memset(ones.ap(), 1.0f);
+        const Tile ps = kb.alloc_psum(1, bank);
+        // Every row tile cuts the normalized dims into the same chunks.
+        for (size_t c = 0; c < tiles[0].chunks.size(); ++c) {
+            const uint32_t R = tiles[0].R[c];
+            if (grad_weight) kb.memset(tile_view(dw_acc, kPartitions, R), 0.0f);
+            if (grad_bias) kb.memset(tile_view(db_acc, kPartitions, R), 0.0f);
+            for (const RowTile& t : tiles) {
+                const uint32_t P = t.P;
+                const AccessPattern g = tile_view(g_ring.next(), P, R);
+                dma_tile(kb, queues, g, hbm_ap(t.chunks[c], 1, grad_out), false);
+                if (grad_bias) {
+                    const AccessPattern acc = tile_view(db_acc, P, R);
+                    kb.tensor_tensor(acc, acc, g, AluOp::add);
+                }
+                if (!grad_weight) continue;
+                load_stats(t);
+                const AccessPattern x = tile_view(x_ring.next(), P, R), hv = tile_view(xhat, P, R);
+                dma_tile(kb, queues, x, hbm_ap(t.chunks[c], 2, in), false);
+                normalized(hv, x, P);
+                kb.tensor_tensor(hv, hv, g, AluOp::mul);
+                const AccessPattern acc = tile_view(dw_acc, P, R);
+                kb.tensor_tensor(acc, acc, hv, AluOp::add);
+            }
+            const size_t nkept = tiles[0].kept.dims.size();
+            if (grad_weight)
+                store_chunk_partition_sum(kb, dw_acc, ones, dw_row, ps, R,
+                                          chunk_row_ap(tiles[0].chunks[c], nkept, 0, *grad_weight), queues);
+            if (grad_bias)
+                store_chunk_partition_sum(kb, db_acc, ones, db_row, ps, R,
+                                          chunk_row_ap(tiles[0].chunks[c], nkept, 5, *grad_bias), queues);
+        }
+        kb.release(ps);
+        kb.release(ones);
+        if (grad_bias) {
+            kb.release(db_row);
+            kb.release(db_acc);
+        }
+        if (grad_weight) {
+            kb.release(dw_row);
+            kb.release(dw_acc);
+        }
+        kb.release(xhat);
+        x_ring.release(kb);
+        g_ring.release(kb);
+    }
+    kb.release(r);
+    kb.release(m);
+}
+
 // The shared backward. xhat = (x - mean) * rstd (rms: x * rstd), gw = g * weight;
 //   layer norm: grad_in = rstd * (gw - mean(gw) - xhat * mean(gw * xhat))
 //   rms norm:   grad_in = rstd * (gw - xhat * mean(gw * xhat))
@@ -420,7 +706,12 @@ void norm_backward(KernelBuilder& kb, const std::string& name, bool rms, const T
     const uint64_t per_col = dtype_size(grad_out.dtype) * 2 + dtype_size(in.dtype) * 2 + 12 +
                              (grad_in ? dtype_size(grad_in->dtype) : 0) + (weight ? dtype_size(weight->dtype) : 0) +
                              (grad_weight ? 4 : 0) + (grad_bias ? 4 : 0);
-    const uint32_t fmax = whole_row_budget(name, kb.chip(), per_col, rs.D);
+    const uint32_t fmax = whole_row_budget(kb.chip(), per_col, rs.D);
+    if (fmax == 0) {
+        norm_backward_chunked(kb, name, rms, grad_in, grad_weight, grad_bias, grad_out, in, mean, rstd, weight,
+                              normalized_ndim);
+        return;
+    }
     const std::vector<RowTile> tiles = plan_rows(rs.space, rs.nred, fmax);
     uint32_t F = 1, G = 1;
     for (const RowTile& t : tiles) F = std::max(F, t.G * D), G = std::max(G, t.G);

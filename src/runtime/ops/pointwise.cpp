@@ -74,6 +74,109 @@ void check_bitwise_dtypes(const std::string& name, Binary op, std::initializer_l
         if (is_float(t->dtype)) fail(name, std::string("bitwise ops need integer or bool tensors, got ") + t->str());
 }
 
+bool is_tensor_engine_float(DType t) { return t == DType::f32 || t == DType::bf16 || t == DType::f16; }
+
+// A copy whose innermost output dim 'a' is not the input's contiguous dim 'b' (a transpose of
+// the (b, a) plane, for every index of the other dims): [a 128-row, b 512-column] blocks load
+// with contiguous b runs, TensorE transposes [128, 128] pieces into PSUM ([b, a], f32), engines
+// copy them to SBUF in out's dtype, and stores write contiguous a runs. Float dtypes only.
+bool transpose_copy(KernelBuilder& kb, const TensorDesc& out, const TensorDesc& in, const IterSpace& s) {
+    if (!is_tensor_engine_float(in.dtype) || !is_float(out.dtype) || s.dims.size() < 2) return false;
+    const int ia = static_cast<int>(s.dims.size()) - 1;
+    if (s.dims[ia].stride[1] == 1) return false;
+    int ib = -1;
+    for (int d = 0; d < ia; ++d)
+        if (s.dims[d].stride[1] == 1) ib = d;
+    if (ib < 0) return false;
+    const Dim da = s.dims[ia], db = s.dims[ib];
+    if (da.size < 16 || db.size < 16 || da.size * db.size < 4096) return false;
+    std::vector<Dim> outer;
+    for (int d = 0; d < ia; ++d)
+        if (d != ib) outer.push_back(s.dims[d]);
+
+    constexpr uint32_t kSub = kPartitions, kSubs = 4, kBlock = kSub * kSubs;   // 512 x 512 blocks
+    TileRing x_ring(kb, 2, {kSubs, kBlock}, in.dtype);
+    TileRing y_ring(kb, 2, {kSubs, kBlock}, out.dtype);
+    std::vector<Tile> psum;
+    for (int i = 0; i < 4; ++i) psum.push_back(kb.alloc_psum(kPartitions, kBlock));
+    uint32_t npsum = 0, ncopy = 0;
+    const Engine copy_engines[2] = {Engine::Vector, Engine::Scalar};
+
+    // The DMA queues split in halves for loads and stores, which move the same bytes. Both move
+    // 32-partition pieces; a store piece always covers the same 32 output rows on the same
+    // queue, so stores that interleave in HBM (neighbouring blocks) never wait on each other.
+    const uint32_t nq = std::max(2u, kb.chip().dma.queues), nload = nq / 2, nstore = nq - nload;
+    constexpr uint32_t kGroup = 32;
+    uint32_t next_load = 0;
+    // [P, nsub, len] piece of operand k: row p + 128 q along rows_dim, element c along cols_dim.
+    auto hbm_piece = [&](int k, const TensorDesc& d, int64_t base, const Dim& rows_dim, const Dim& cols_dim,
+                         uint32_t P, uint32_t nsub, uint32_t len) {
+        Box box;
+        box.offset[k] = base;
+        Dim p, q, c;
+        p.size = P, p.stride[k] = rows_dim.stride[k];
+        q.size = nsub, q.stride[k] = kSub * rows_dim.stride[k];
+        c.size = len, c.stride[k] = cols_dim.stride[k];
+        box.dims = {p, q, c};
+        return hbm_ap(box, k, d);
+    };
+    // x[p, q, j] = in[a = a0 + 128 q + p, b = b0 + j] for ta rows, tb columns.
+    auto load = [&](const Tile& x, int64_t base, uint32_t ta, uint32_t tb) {
+        const uint32_t whole = ta / kSub, tail = ta % kSub;
+        for (uint32_t q0 : {0u, whole}) {
+            const uint32_t nsub = q0 == 0 ? whole : 1, rows = q0 == 0 ? kSub : tail;
+            if (nsub == 0 || rows == 0) continue;
+            for (uint32_t p0 = 0; p0 < rows; p0 += kGroup) {
+                const uint32_t P = std::min(kGroup, rows - p0);
+                AccessPattern sb = tile_view(x, P, {nsub, tb}, {kBlock, 1}, static_cast<uint64_t>(q0) * kBlock);
+                sb.start_partition = static_cast<uint16_t>(p0);
+                const int64_t at = base + (static_cast<int64_t>(q0) * kSub + p0) * da.stride[1];
+                kb.dma_copy(sb, hbm_piece(1, in, at, da, db, P, nsub, tb), static_cast<int>(next_load++ % nload));
+            }
+        }
+    };
+    // out[b = b0 + 128 m + p, a = a0 + i] = y[p, m, i] for tb rows, ta columns.
+    auto store = [&](const Tile& y, int64_t base, int64_t b0, uint32_t ta, uint32_t tb) {
+        for (uint32_t r0 = 0; r0 < tb; r0 += kGroup) {
+            const uint32_t P = std::min(kGroup, tb - r0);
+            AccessPattern sb = tile_view(y, P, {ta}, {1}, static_cast<uint64_t>(r0 / kSub) * kBlock);
+            sb.start_partition = static_cast<uint16_t>(r0 % kSub);
+            const int queue = static_cast<int>(nload + ((b0 + r0) / kGroup) % nstore);
+            kb.dma_copy(hbm_piece(0, out, base + r0 * db.stride[0], db, da, P, 1, ta), sb, queue);
+        }
+    };
+
+    for_each_box(outer, s.offset, 1, 0, [&](const Box& o) {
+        for (int64_t a0 = 0; a0 < da.size; a0 += kBlock) {
+            const uint32_t ta = static_cast<uint32_t>(std::min<int64_t>(kBlock, da.size - a0));
+            for (int64_t b0 = 0; b0 < db.size; b0 += kBlock) {
+                const uint32_t tb = static_cast<uint32_t>(std::min<int64_t>(kBlock, db.size - b0));
+                // x[p, k, j] = in[a = a0 + 128 k + p, b = b0 + j]
+                const Tile& x = x_ring.next();
+                load(x, o.offset[1] + a0 * da.stride[1] + b0 * db.stride[1], ta, tb);
+                // y[p, m, i] = out[b = b0 + 128 m + p, a = a0 + i]
+                const Tile& y = y_ring.next();
+                for (uint32_t m = 0; m * kSub < tb; ++m) {
+                    const uint32_t pb = std::min(kSub, tb - m * kSub);
+                    const Tile& ps = psum[npsum++ % psum.size()];
+                    for (uint32_t k = 0; k * kSub < ta; ++k) {
+                        const uint32_t pa = std::min(kSub, ta - k * kSub);
+                        kb.transpose(ps.region(0, pb, k * kSub, pa),
+                                     tile_view(x, pa, {pb}, {1}, static_cast<uint64_t>(k) * kBlock + m * kSub));
+                    }
+                    kb.tensor_copy(tile_view(y, pb, {ta}, {1}, static_cast<uint64_t>(m) * kBlock),
+                                   ps.region(0, pb, 0, ta), copy_engines[ncopy++ % 2]);
+                }
+                store(y, o.offset[0] + a0 * da.stride[0] + b0 * db.stride[0], b0, ta, tb);
+            }
+        }
+    });
+    for (auto it = psum.rbegin(); it != psum.rend(); ++it) kb.release(*it);
+    y_ring.release(kb);
+    x_ring.release(kb);
+    return true;
+}
+
 }  // namespace
 
 void unary(KernelBuilder& kb, Unary op, const TensorDesc& out, const TensorDesc& in) {
@@ -148,6 +251,7 @@ void copy(KernelBuilder& kb, const TensorDesc& out, const TensorDesc& in) {
     if (s.numel() == 0) return;
     simplify(s);
     check_no_overlap("copy", s, 0);
+    if (transpose_copy(kb, out, in, s)) return;
     // HBM to HBM: each piece is one DMA with access patterns on both sides; pieces are sized so
     // that every DMA queue gets work (but no piece is smaller than 512 elements per row).
     const int64_t queues_n = std::max<uint32_t>(1, kb.chip().dma.queues);

@@ -154,7 +154,7 @@ void column_reduce(KernelBuilder& kb, Reduce op, const TensorDesc& out, const Te
     const int nacc = direct ? 0 : plan.rows.size() == 1 && blocks.size() >= 4 ? 2 : 1;
     const Engine engines[2] = {Engine::Vector, Engine::GpSimd};
 
-    TileRing x_ring(kb, blocks.size() > 1 ? 3 : 1, {F}, in.dtype);
+    TileRing x_ring(kb, blocks.size() > 1 ? 4 : 1, {F}, in.dtype);
     std::vector<Tile> acc, part;
     for (int e = 0; e < nacc; ++e) {
         acc.push_back(kb.alloc_sbuf(kPartitions, {Cmax}, DType::f32));
