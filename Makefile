@@ -4,6 +4,9 @@
 #   make build   trnsim_core, the C++ tests, the benchmarks and the `trnsim` package
 #   make test    build, then ctest and pytest; non-zero exit on any failure
 #   make bench   build, then every benchmark (each prints `BENCH <name> <value> <unit>` lines)
+#   make fidelity  build, then the fidelity report (simulated vs published kernel timings)
+#   make conformance  build, then every PyTorch OpInfo op on neuron vs CPU (table, totals,
+#                build/conformance.json); fails on a crash or an unlisted failure
 #   make demo    build, then examples/demo.py (or the C++ trnsim_demo)
 #   make clean   remove the build tree
 #
@@ -14,14 +17,14 @@
 # module and chip presets are installed). ctest and the benchmarks then run from build/.
 # Rebuilds are incremental (the tree persists, and ccache keeps object files across cleans).
 #
-# Variables: JOBS (parallel compile jobs, default 2), TRNSIM_WITH_TORCH=ON to build the
-# PyTorch backend, PYTHON3 (interpreter that creates .venv).
+# Variables: JOBS (parallel compile jobs, default 2), TRNSIM_WITH_TORCH (ON by default: the
+# PyTorch backend; OFF skips it), PYTHON3 (interpreter that creates .venv).
 
 SHELL := /bin/bash
 .DEFAULT_GOAL := build
 
 JOBS ?= 2
-TRNSIM_WITH_TORCH ?= OFF
+TRNSIM_WITH_TORCH ?= ON
 PYTHON3 ?= python3
 BUILD_DIR := build
 VENV := .venv
@@ -36,15 +39,16 @@ CONFIG_ENV := TRNSIM_CONFIG_DIR="$${TRNSIM_CONFIG_DIR:-$(CURDIR)/configs/chips}"
 
 APT_PACKAGES := build-essential cmake ninja-build ccache pkg-config \
 	libopenblas-dev libyaml-cpp-dev libgtest-dev libgmock-dev libbenchmark-dev \
-	nlohmann-json3-dev pybind11-dev python3-dev python3-venv
+	nlohmann-json3-dev pybind11-dev python3-dev python3-venv chromium
+# expecttest: torch.testing._internal (PyTorch's OpInfo database, `make conformance`) imports it.
 PIP_PACKAGES := torch==2.13.0 numpy pytest hypothesis pyyaml rich matplotlib \
-	pybind11 scikit-build-core ninja cmake
+	pybind11 scikit-build-core ninja cmake expecttest
 # Holds the PIP_PACKAGES last installed; a change to the list reinstalls.
 DEPS_STAMP := $(VENV)/.deps-stamp
 
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 
-.PHONY: deps apt-deps venv-deps build test bench demo clean
+.PHONY: deps apt-deps venv-deps build test bench fidelity conformance demo clean
 
 deps: apt-deps venv-deps
 
@@ -90,6 +94,12 @@ bench: build
 	  echo "== $$script"; \
 	  $(PYTHON) "$$script" || exit 1; \
 	done
+
+fidelity: build
+	$(CONFIG_ENV) $(BUILD_DIR)/trnsim_fidelity
+
+conformance: build
+	$(PYTHON) -m trnsim.conformance --jobs $(JOBS) --json $(BUILD_DIR)/conformance.json
 
 demo: build
 	@if [ -f examples/demo.py ]; then \

@@ -47,6 +47,7 @@ std::vector<Case> make_cases() {
                              Method::NkiBenchmark, kTrn1MatmulSrc,
                              [t1](const ChipConfig& ch) { return matmul_tiled(ch, t1); });
         c.counted = false;
+        c.not_counted_because = "second source; old-compiler DMA code (~100 GB/s)";
         c.note = "disagrees with Autocomp's 20.99 ms for the same code (newer compiler); the model follows the "
                  "Autocomp figure (see docs/fidelity.md)";
         v.push_back(c);
@@ -56,13 +57,20 @@ std::vector<Case> make_cases() {
                              [t1](const ChipConfig& ch) { return matmul_tiled(ch, t1); });
         v.push_back(a);
     }
-    v.push_back(matmul_case("trn1.matmul_bf16.hoisted", "trn1", "nki_matmul_hoist_load_ 4096x8192x8192 bf16", 42.96,
-                            Method::NkiBenchmark, kTrn1MatmulSrc,
-                            [t1](const ChipConfig& ch) { return matmul_hoisted(ch, t1); }));
-    v.push_back(matmul_case("trn1.matmul_bf16.block_free", "trn1",
-                            "nki_matmul_block_free_dimension_ 4096x8192x8192 bf16, blocks 2x2", 22.07,
-                            Method::NkiBenchmark, kTrn1MatmulSrc,
-                            [t1](const ChipConfig& ch) { return matmul_block_free(ch, t1, 2, 2); }));
+    // The AWS tutorial's DMA-bound stages were measured with the compiler whose tiled stage ran at
+    // 51.80 ms where a newer one runs the same code at 20.99 ms: their times are set by that
+    // compiler's DMA code (~100 GB/s), which the kernels do not describe.
+    for (Case c : {matmul_case("trn1.matmul_bf16.hoisted", "trn1", "nki_matmul_hoist_load_ 4096x8192x8192 bf16", 42.96,
+                               Method::NkiBenchmark, kTrn1MatmulSrc,
+                               [t1](const ChipConfig& ch) { return matmul_hoisted(ch, t1); }),
+                   matmul_case("trn1.matmul_bf16.block_free", "trn1",
+                               "nki_matmul_block_free_dimension_ 4096x8192x8192 bf16, blocks 2x2", 22.07,
+                               Method::NkiBenchmark, kTrn1MatmulSrc,
+                               [t1](const ChipConfig& ch) { return matmul_block_free(ch, t1, 2, 2); })}) {
+        c.counted = false;
+        c.not_counted_because = "old-compiler DMA code (~100 GB/s)";
+        v.push_back(c);
+    }
     v.push_back(matmul_case("trn1.matmul_bf16.fully_optimized", "trn1",
                             "nki_matmul_fully_optimized_ 4096x8192x8192 bf16, blocks 16/2/8", 6.97,
                             Method::NkiBenchmark, kTrn1MatmulSrc,
@@ -73,6 +81,7 @@ std::vector<Case> make_cases() {
                              "kernel-measurements.md 1.8: Autocomp GEMM tutorial, p99",
                              [t1](const ChipConfig& ch) { return matmul_blocked(ch, t1, 16, 2, 8, 2); });
         c.counted = false;
+        c.not_counted_because = "second source of the 6.97 ms point";
         c.note = "independent cross-check of the AWS 6.97 ms point; Autocomp's code differs in details, the "
                  "AWS structure is simulated";
         v.push_back(c);
@@ -169,6 +178,62 @@ std::vector<Case> make_cases() {
                                  [sh](const ChipConfig& ch) { return mamba_v3(ch, sh, 512); });
             v.push_back(c);
         }
+    }
+    // ---------------------------------------------------------------- NKIBench baselines (trn1, fp32)
+    {
+        const char* src = "kernel-measurements.md 1.5: NKIBench (zhang677/AccelOpt @2dbeab40 NKIBench/kernels/*_0.py), "
+                          "mean neuron-profile total_time";
+        struct Bench {
+            const char* name;
+            const char* kernel;
+            double ms, act_pct, dve_pct, read_mb, write_mb;
+            std::vector<Program> (*build)(const ChipConfig&);
+        };
+        const Bench benches[] = {
+            {"silu", "silu M4096 N7168", 1.333, 31.5, 73.9, 117.4, 117.4, nkibench_silu},
+            {"adamw", "adamw M10944 N2048", 2.000, 61.6, 90.0, 358.6, 89.7, nkibench_adamw},
+            {"matmul", "matmul M4096 N12288 K5120 (rhs block spilled)", 35.200, 6.8, 0, 9059.8, 201.3, nkibench_matmul},
+            {"rmsnorm_matmul", "rmsnorm + matmul M4096 N2048 K1024", 1.056, 17.8, 3.9, 39.4, 33.6,
+             nkibench_rmsnorm_matmul},
+        };
+        for (const Bench& b : benches) {
+            auto build = b.build;
+            Case c = matmul_case(std::string("trn1.nkibench.") + b.name, "trn1", b.kernel, b.ms, Method::Profile, src,
+                                 [build](const ChipConfig& ch) { return build(ch); });
+            c.published.scalar_busy_us = b.act_pct / 100 * b.ms * 1000;
+            c.published.vector_busy_us = b.dve_pct / 100 * b.ms * 1000;
+            c.published.hbm_read_mb = b.read_mb;
+            c.published.hbm_write_mb = b.write_mb;
+            v.push_back(c);
+        }
+    }
+    // ---------------------------------------------------------------- LayerNorm tutorial (trn1, fp32)
+    {
+        const char* src = "kernel-measurements.md 1.3: AWS layernorm tutorial (layernorm.rst, sdk @716f08dc), "
+                          "nki.benchmark p50";
+        const char* shape_note = "shape assumed 4096x8192 fp32 (the script's defaults; the text's (300,1000) cannot "
+                                 "take milliseconds)";
+        for (int version : {1, 2}) {
+            Case c = matmul_case("trn1.layernorm.v" + std::to_string(version), "trn1",
+                                 version == 1 ? "layernorm v1 (nki.language), 4096x8192 fp32"
+                                              : "layernorm v2 (bn_stats/bn_aggr, tensor_scalar), 4096x8192 fp32",
+                                 version == 1 ? 2.311 : 1.969, Method::NkiBenchmark, src,
+                                 [version](const ChipConfig& ch) { return layernorm(ch, 4096, 8192, version); });
+            c.note = shape_note;
+            v.push_back(c);
+        }
+    }
+    // ---------------------------------------------------------------- depthwise conv1d (trn1, fp32)
+    {
+        Case c = matmul_case("trn1.conv1d.filter_in_psum", "trn1",
+                             "depthwise conv1d N8 C512 W2048 k3, channel loop outside batch, filter in PSUM", 4.955,
+                             Method::NkiBenchmark,
+                             "kernel-measurements.md 1.8: Autocomp conv1d (ucb-bar/autocomp @dd26a565 "
+                             "examples/trn-advanced/4_conv1d_trace.py), p99",
+                             [](const ChipConfig& ch) { return conv1d_depthwise(ch, 8, 512, 2048); });
+        c.published.vector_busy_us = 3840 + 1030;
+        c.published.vector_instrs = 65536 + 16384;
+        v.push_back(c);
     }
     // ---------------------------------------------------------------- DMA and ScalarE points
     v.push_back(probe_case("trn2.dma.one_engine_32k", "trn2", "HBM->SBUF A[4,4096] bf16 (32 KiB) on one DMA engine",

@@ -32,6 +32,8 @@ struct Published {
     long matmul_instrs = -1;       // nc_matmul instructions
     long vector_instrs = -1;
     long scalar_instrs = -1;
+    double hbm_read_mb = -1;       // bytes read from / written to HBM (MB = 1e6 bytes)
+    double hbm_write_mb = -1;
 };
 
 struct Case {
@@ -43,9 +45,10 @@ struct Case {
     std::string source;      // citation (kernel-measurements.md section and original source)
     std::string note;        // ambiguity or deviation explained
     double bound = 0.25;     // |error| the CI slice accepts
-    bool counted = true;     // counted in median/max (false: a second source reported alongside)
+    bool counted = true;     // counted in median/max; false: listed only, for the reason below
+    std::string not_counted_because;
     Published published;
-    // Builds the kernel: one program, or several run back to back (see kernels/common.h Chunks).
+    // Builds the kernel (one program per NEFF; several run back to back).
     std::function<std::vector<Program>(const ChipConfig&)> build;
     // For Method::Instruction: index of the instruction whose duration (or initiation interval,
     // when probe_interval) is the simulated value.
@@ -60,6 +63,7 @@ struct Result {
     double tensor_busy_us = 0, vector_busy_us = 0, scalar_busy_us = 0, gpsimd_busy_us = 0;
     double dma_active_us = 0;
     long matmul_instrs = 0, vector_instrs = 0, scalar_instrs = 0, instructions = 0;
+    double hbm_read_mb = 0, hbm_write_mb = 0;
 };
 
 // All cases, in report order.

@@ -30,7 +30,7 @@ int main(int argc, char** argv) {
         Result r = run_case(c);
         results.push_back(r);
         std::printf("%-34s %-5s %12.3f %12.3f %+7.1f%%  %s\n", c.name.c_str(), c.chip.c_str(), c.measured_us,
-                    r.simulated_us, 100 * r.error, c.counted ? "yes" : "no (second source)");
+                    r.simulated_us, 100 * r.error, c.counted ? "yes" : ("no: " + c.not_counted_because).c_str());
         const Published& p = c.published;
         if (p.tensor_busy_us >= 0 || p.vector_busy_us >= 0 || p.scalar_busy_us >= 0 || p.dma_active_us >= 0)
             std::printf("    busy us (published/simulated): TE %s/%.1f  VE %s/%.1f  ACT %s/%.1f  DMA %s/%.1f\n",
@@ -41,6 +41,9 @@ int main(int argc, char** argv) {
             std::printf("    instructions (published/simulated): matmul %s/%ld  VE %s/%ld  ACT %s/%ld\n",
                         opt_n(p.matmul_instrs).c_str(), r.matmul_instrs, opt_n(p.vector_instrs).c_str(),
                         r.vector_instrs, opt_n(p.scalar_instrs).c_str(), r.scalar_instrs);
+        if (p.hbm_read_mb >= 0 || p.hbm_write_mb >= 0)
+            std::printf("    HBM MB (published/simulated): read %s/%.1f  write %s/%.1f\n", opt_us(p.hbm_read_mb).c_str(),
+                        r.hbm_read_mb, opt_us(p.hbm_write_mb).c_str(), r.hbm_write_mb);
         std::fflush(stdout);
     }
     Summary s = summarize(results);

@@ -39,7 +39,16 @@ Result run_case(const Case& c, const ChipConfig& chip) {
     NeuronCore core(chip, ExecMode::TimingOnly);
     std::vector<InstrRecord> rec;
     RunStats st;
-    for (const Program& prog : c.build(chip)) st.add(core.run(prog, &rec));
+    double read_bytes = 0, write_bytes = 0;
+    for (const Program& prog : c.build(chip)) {
+        st.add(core.run(prog, &rec));
+        for (const Instruction& ins : prog.instrs) {
+            if (ins.op != Opcode::dma_copy) continue;
+            const double bytes = static_cast<double>(ins.src0.elems() * dtype_size(ins.src0.dtype));
+            if (ins.src0.space == MemSpace::HBM) read_bytes += bytes;
+            if (ins.dst.space == MemSpace::HBM) write_bytes += bytes;
+        }
+    }
 
     Result r;
     r.c = &c;
@@ -59,6 +68,8 @@ Result run_case(const Case& c, const ChipConfig& chip) {
     r.scalar_busy_us = busy(Engine::Scalar);
     r.gpsimd_busy_us = busy(Engine::GpSimd);
     r.dma_active_us = dma_active_ps(rec) / 1e6;
+    r.hbm_read_mb = read_bytes / 1e6;
+    r.hbm_write_mb = write_bytes / 1e6;
     for (const InstrRecord& x : rec) {
         if (x.op == Opcode::barrier) continue;
         ++r.instructions;

@@ -24,26 +24,23 @@ private:
     uint64_t next_ = 0;
 };
 
-// A long kernel is issued as consecutive programs of at most kChunkInstructions
-// instructions each: KernelBuilder's dependency tracking grows with the number of
-// distinct footprints in flight, and a million-instruction kernel would take
-// minutes to build. Each boundary is a full drain of the queues (the next program
-// starts when every queue is idle), which costs one pipeline fill per chunk:
-// under 1% of the kernels split this way.
-class Chunks {
-public:
-    static constexpr size_t kChunkInstructions = 6000;
-    // Call at a loop boundary where a drain is harmless.
-    void maybe_split(KernelBuilder& kb) {
-        if (kb.size() >= kChunkInstructions) programs_.push_back(kb.finish());
+// A rotation of identical tiles (what the compiler allocates for a tile declared in a loop body).
+struct Rotation {
+    std::vector<Tile> tiles;
+    size_t next = 0;
+    Rotation(KernelBuilder& kb, int n, uint32_t partitions, std::vector<uint32_t> shape, DType dt) {
+        for (int i = 0; i < n; ++i) tiles.push_back(kb.alloc_sbuf(partitions, shape, dt));
     }
-    std::vector<Program> finish(KernelBuilder& kb) {
-        if (kb.size() > 0 || programs_.empty()) programs_.push_back(kb.finish());
-        return std::move(programs_);
-    }
+    const Tile& take() { return tiles[next++ % tiles.size()]; }
+};
 
-private:
-    std::vector<Program> programs_;
+struct PsumRotation {
+    std::vector<Tile> tiles;
+    size_t next = 0;
+    PsumRotation(KernelBuilder& kb, int n, uint32_t partitions, uint32_t free) {
+        for (int i = 0; i < n; ++i) tiles.push_back(kb.alloc_psum(partitions, free));
+    }
+    const Tile& take() { return tiles[next++ % tiles.size()]; }
 };
 
 // A row-major 2-D HBM tensor [rows, cols].

@@ -42,4 +42,14 @@ std::vector<Program> mamba_v1(const ChipConfig& chip, const MambaShape& s);
 std::vector<Program> mamba_v2(const ChipConfig& chip, const MambaShape& s);
 std::vector<Program> mamba_v3(const ChipConfig& chip, const MambaShape& s, uint32_t seq_tile);
 
+// ---- NKIBench baseline kernels, trn1 fp32 (kernels/nkibench.cpp), at their benchmark shapes
+std::vector<Program> nkibench_silu(const ChipConfig& chip);
+std::vector<Program> nkibench_adamw(const ChipConfig& chip);
+std::vector<Program> nkibench_matmul(const ChipConfig& chip);
+std::vector<Program> nkibench_rmsnorm_matmul(const ChipConfig& chip);
+
+// ---- LayerNorm and depthwise conv1d, fp32 (kernels/norm_conv.cpp)
+std::vector<Program> layernorm(const ChipConfig& chip, uint32_t rows, uint32_t cols, int version);
+std::vector<Program> conv1d_depthwise(const ChipConfig& chip, uint32_t batch, uint32_t channels, uint32_t width);
+
 }  // namespace trnsim::fidelity

@@ -73,7 +73,6 @@ void state_step(KernelBuilder& kb, const MambaTensors& t, const AccessPattern& d
 // v1: batch -> state -> channel tile; delta and u are reloaded for every (state, channel tile).
 std::vector<Program> mamba_v1(const ChipConfig& chip, const MambaShape& s) {
     KernelBuilder kb(chip, "mamba_v1");
-    Chunks chunks;
     HbmArena hbm;
     MambaTensors t = mamba_tensors(hbm, s);
     const uint32_t nct = s.channels / P, n = s.seq;
@@ -86,7 +85,6 @@ std::vector<Program> mamba_v1(const ChipConfig& chip, const MambaShape& s) {
         for (uint32_t ct = 0; ct < nct; ++ct) kb.memset(entry(accum, ct), 0.0f);
         for (uint32_t st = 0; st < s.state; ++st)
             for (uint32_t ct = 0; ct < nct; ++ct) {
-                chunks.maybe_split(kb);
                 const uint64_t row = uint64_t(b) * s.channels + ct * P;
                 load(kb, delta.ap(), t.delta.tile(row, P, 0, n));
                 load(kb, a_col.ap(), t.A.tile(ct * P, P, st, 1));
@@ -99,7 +97,7 @@ std::vector<Program> mamba_v1(const ChipConfig& chip, const MambaShape& s) {
         for (uint32_t ct = 0; ct < nct; ++ct)
             store(kb, t.out.tile(uint64_t(b) * s.channels + ct * P, P, 0, n), entry(accum, ct));
     }
-    return chunks.finish(kb);
+    return {kb.finish()};
 }
 
 // v2: channel tile outside the state loop; delta, u and delta*u once per channel tile. The
@@ -109,7 +107,6 @@ std::vector<Program> mamba_v1(const ChipConfig& chip, const MambaShape& s) {
 // compiler's spill code does).
 std::vector<Program> mamba_v2(const ChipConfig& chip, const MambaShape& s) {
     KernelBuilder kb(chip, "mamba_v2");
-    Chunks chunks;
     HbmArena hbm;
     MambaTensors t = mamba_tensors(hbm, s);
     const uint32_t nct = s.channels / P, n = s.seq;
@@ -127,7 +124,6 @@ std::vector<Program> mamba_v2(const ChipConfig& chip, const MambaShape& s) {
     int k = 0;
     for (uint32_t b = 0; b < s.batch; ++b)
         for (uint32_t ct = 0; ct < nct; ++ct) {
-            chunks.maybe_split(kb);
             const uint64_t row = uint64_t(b) * s.channels + ct * P;
             load(kb, delta.ap(), t.delta.tile(row, P, 0, n));
             load(kb, delta_u.ap(), t.u.tile(row, P, 0, n));
@@ -150,14 +146,13 @@ std::vector<Program> mamba_v2(const ChipConfig& chip, const MambaShape& s) {
             }
             if (!spill) store(kb, t.out.tile(row, P, 0, n), accum.ap());
         }
-    return chunks.finish(kb);
+    return {kb.finish()};
 }
 
 // v3: v2 with the sequence tiled by seq_tile; each state's scan continues from the last column
 // of its previous sequence tile (the 'initial' operand).
 std::vector<Program> mamba_v3(const ChipConfig& chip, const MambaShape& s, uint32_t seq_tile) {
     KernelBuilder kb(chip, "mamba_v3");
-    Chunks chunks;
     HbmArena hbm;
     MambaTensors t = mamba_tensors(hbm, s);
     const uint32_t nct = s.channels / P, n = std::min(seq_tile, s.seq);
@@ -178,7 +173,6 @@ std::vector<Program> mamba_v3(const ChipConfig& chip, const MambaShape& s, uint3
             const uint64_t row = uint64_t(b) * s.channels + ct * P;
             load(kb, a_cols.ap(), t.A.tile(ct * P, P, 0, s.state));
             for (uint32_t t0 = 0; t0 < s.seq; t0 += n, ++j) {
-                chunks.maybe_split(kb);
                 const Tile& d = delta[j % 2];
                 const Tile& du = delta_u[j % 2];
                 const Tile& acc = accum[j % 2];
@@ -197,7 +191,7 @@ std::vector<Program> mamba_v3(const ChipConfig& chip, const MambaShape& s, uint3
                 store(kb, t.out.tile(row, P, t0, n), acc.ap());
             }
         }
-    return chunks.finish(kb);
+    return {kb.finish()};
 }
 
 }  // namespace trnsim::fidelity

@@ -23,25 +23,6 @@ Operands operands(HbmArena& hbm, const MatmulShape& s) {
             HbmTensor::make(hbm, s.dtype, s.M, s.N)};
 }
 
-// A rotation of identical tiles (what the compiler allocates for a tile declared in a loop body).
-struct Rotation {
-    std::vector<Tile> tiles;
-    size_t next = 0;
-    Rotation(KernelBuilder& kb, int n, uint32_t partitions, std::vector<uint32_t> shape, DType dt) {
-        for (int i = 0; i < n; ++i) tiles.push_back(kb.alloc_sbuf(partitions, shape, dt));
-    }
-    const Tile& take() { return tiles[next++ % tiles.size()]; }
-};
-
-struct PsumRotation {
-    std::vector<Tile> tiles;
-    size_t next = 0;
-    PsumRotation(KernelBuilder& kb, int n, uint32_t free) {
-        for (int i = 0; i < n; ++i) tiles.push_back(kb.alloc_psum(TM, free));
-    }
-    const Tile& take() { return tiles[next++ % tiles.size()]; }
-};
-
 // PSUM -> SBUF copy and store of one finished [128, 512] result tile.
 void drain(KernelBuilder& kb, Rotation& res, const Tile& ps, const HbmTensor& out, uint64_t m0, uint64_t n0) {
     const Tile& r = res.take();
@@ -54,14 +35,12 @@ void drain(KernelBuilder& kb, Rotation& res, const Tile& ps, const HbmTensor& ou
 // nki_matmul_tiled_: every k step loads one lhsT and one rhs tile.
 std::vector<Program> matmul_tiled(const ChipConfig& chip, const MatmulShape& s) {
     KernelBuilder kb(chip, "matmul_tiled");
-    Chunks chunks;
     HbmArena hbm;
     Operands o = operands(hbm, s);
     Rotation lt(kb, 4, TK, {TM}, s.dtype), rt(kb, 4, TK, {TN}, s.dtype), res(kb, 4, TM, {TN}, s.dtype);
-    PsumRotation ps(kb, 2, TN);
+    PsumRotation ps(kb, 2, TM, TN);
     for (uint64_t m = 0; m < s.M; m += TM)
         for (uint64_t n = 0; n < s.N; n += TN) {
-            chunks.maybe_split(kb);
             const Tile& acc = ps.take();
             for (uint64_t k = 0; k < s.K; k += TK) {
                 const Tile& a = lt.take();
@@ -72,14 +51,13 @@ std::vector<Program> matmul_tiled(const ChipConfig& chip, const MatmulShape& s) 
             }
             drain(kb, res, acc, o.out, m, n);
         }
-    return chunks.finish(kb);
+    return {kb.finish()};
 }
 
 // nki_matmul_hoist_load_: the lhsT column of K tiles is loaded once per m, the rhs
 // column once per (m, n); the k loop only issues matmuls.
 std::vector<Program> matmul_hoisted(const ChipConfig& chip, const MatmulShape& s) {
     KernelBuilder kb(chip, "matmul_hoisted");
-    Chunks chunks;
     HbmArena hbm;
     Operands o = operands(hbm, s);
     const uint32_t nk = ceil_div(s.K, TK);
@@ -87,12 +65,11 @@ std::vector<Program> matmul_hoisted(const ChipConfig& chip, const MatmulShape& s
     const uint64_t column_bytes = uint64_t(nk) * (TM + TN) * dtype_size(s.dtype);
     const int bufs = 2 * column_bytes + 4 * TN * dtype_size(s.dtype) <= chip.sbuf.bytes_per_partition ? 2 : 1;
     Rotation lt(kb, bufs, TK, {nk * TM}, s.dtype), rt(kb, bufs, TK, {nk * TN}, s.dtype), res(kb, 4, TM, {TN}, s.dtype);
-    PsumRotation ps(kb, 2, TN);
+    PsumRotation ps(kb, 2, TM, TN);
     for (uint64_t m = 0; m < s.M; m += TM) {
         const Tile& a = lt.take();
         for (uint32_t k = 0; k < nk; ++k) load(kb, cols(a.ap(), k * TM, TM), o.lhsT.tile(k * TK, TK, m, TM));
         for (uint64_t n = 0; n < s.N; n += TN) {
-            chunks.maybe_split(kb);
             const Tile& b = rt.take();
             for (uint32_t k = 0; k < nk; ++k) load(kb, cols(b.ap(), k * TN, TN), o.rhs.tile(k * TK, TK, n, TN));
             const Tile& acc = ps.take();
@@ -100,7 +77,7 @@ std::vector<Program> matmul_hoisted(const ChipConfig& chip, const MatmulShape& s
             drain(kb, res, acc, o.out, m, n);
         }
     }
-    return chunks.finish(kb);
+    return {kb.finish()};
 }
 
 // nki_matmul_block_free_dimension_: blocks of bm x bn tiles share their loaded K columns. When the
@@ -110,7 +87,6 @@ std::vector<Program> matmul_hoisted(const ChipConfig& chip, const MatmulShape& s
 std::vector<Program> matmul_block_free(const ChipConfig& chip, const MatmulShape& s, uint32_t tiles_m,
                                        uint32_t tiles_n) {
     KernelBuilder kb(chip, "matmul_block_free");
-    Chunks chunks;
     HbmArena hbm;
     Operands o = operands(hbm, s);
     const uint32_t nk = ceil_div(s.K, TK), BM = tiles_m * TM, BN = tiles_n * TN;
@@ -118,12 +94,11 @@ std::vector<Program> matmul_block_free(const ChipConfig& chip, const MatmulShape
     const bool whole_k = uint64_t(nk) * (BM + BN) * es + 4 * TN * es <= chip.sbuf.bytes_per_partition;
     Rotation lt(kb, 1, TK, {nk * BM}, s.dtype), res(kb, 4, TM, {TN}, s.dtype);
     Rotation rt(kb, whole_k ? 1 : 4, TK, {whole_k ? nk * BN : BN}, s.dtype);
-    PsumRotation ps(kb, std::max<int>(4, static_cast<int>(tiles_m * tiles_n)), TN);
+    PsumRotation ps(kb, std::max<int>(4, static_cast<int>(tiles_m * tiles_n)), TM, TN);
     for (uint64_t m = 0; m < s.M; m += BM) {
         const Tile& a = lt.take();
         for (uint32_t k = 0; k < nk; ++k) load(kb, cols(a.ap(), k * BM, BM), o.lhsT.tile(k * TK, TK, m, BM));
         for (uint64_t n = 0; n < s.N; n += BN) {
-            chunks.maybe_split(kb);
             if (whole_k) {
                 const Tile& b = rt.take();
                 for (uint32_t k = 0; k < nk; ++k) load(kb, cols(b.ap(), k * BN, BN), o.rhs.tile(k * TK, TK, n, BN));
@@ -152,7 +127,7 @@ std::vector<Program> matmul_block_free(const ChipConfig& chip, const MatmulShape
                     drain(kb, res, *acc[bm * tiles_n + bn], o.out, m + bm * TM, n + bn * TN);
         }
     }
-    return chunks.finish(kb);
+    return {kb.finish()};
 }
 
 // nki_matmul_fully_optimized_: blocks of tiles_m x tiles_n x tiles_k tiles. Loop order
@@ -162,18 +137,16 @@ std::vector<Program> matmul_block_free(const ChipConfig& chip, const MatmulShape
 std::vector<Program> matmul_blocked(const ChipConfig& chip, const MatmulShape& s, uint32_t tiles_m, uint32_t tiles_n,
                        uint32_t tiles_k, int panel_buffers) {
     KernelBuilder kb(chip, "matmul_blocked");
-    Chunks chunks;
     HbmArena hbm;
     Operands o = operands(hbm, s);
     const uint32_t BM = tiles_m * TM, BN = tiles_n * TN, BK = tiles_k * TK;
     const uint32_t mtiles = ceil_div(s.M, TM);
     Rotation lt(kb, panel_buffers, TK, {tiles_k * BM}, s.dtype), rt(kb, panel_buffers, TK, {tiles_k * BN}, s.dtype);
     Tile result = kb.alloc_sbuf(TM, {mtiles * BN}, s.dtype);
-    PsumRotation ps(kb, 8, TN);
+    PsumRotation ps(kb, 8, TM, TN);
     for (uint64_t n = 0; n < s.N; n += BN) {
         for (uint32_t t = 0; t < mtiles * tiles_n; ++t) kb.memset(cols(result.ap(), t * TN, TN), 0.0f);
         for (uint64_t k = 0; k < s.K; k += BK) {
-            chunks.maybe_split(kb);
             const Tile& b = rt.take();
             for (uint32_t bk = 0; bk < tiles_k; ++bk) load(kb, cols(b.ap(), bk * BN, BN), o.rhs.tile(k + bk * TK, TK, n, BN));
             for (uint64_t m = 0; m < s.M; m += BM) {
@@ -195,7 +168,7 @@ std::vector<Program> matmul_blocked(const ChipConfig& chip, const MatmulShape& s
         for (uint32_t mt = 0; mt < mtiles; ++mt)
             store(kb, o.out.tile(mt * TM, TM, n, BN), cols(result.ap(), mt * BN, BN));
     }
-    return chunks.finish(kb);
+    return {kb.finish()};
 }
 
 }  // namespace trnsim::fidelity

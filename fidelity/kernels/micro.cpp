@@ -6,28 +6,25 @@ namespace trnsim::fidelity {
 
 std::vector<Program> dma_single_engine(const ChipConfig& chip, uint32_t partitions, uint32_t bytes_per_partition) {
     KernelBuilder kb(chip, "dma_single_engine");
-    Chunks chunks;
     HbmArena hbm;
     const uint32_t cols = bytes_per_partition / 2;
     HbmTensor a = HbmTensor::make(hbm, DType::bf16, partitions, cols);
     Tile t = kb.alloc_sbuf(partitions, {cols}, DType::bf16);
     kb.dma_copy(t.ap(), a.tile(0, partitions, 0, cols), 0);
-    return chunks.finish(kb);
+    return {kb.finish()};
 }
 
 std::vector<Program> dma_spread_load(const ChipConfig& chip, uint32_t cols) {
     KernelBuilder kb(chip, "dma_spread_load");
-    Chunks chunks;
     HbmArena hbm;
     HbmTensor a = HbmTensor::make(hbm, DType::bf16, 128, cols);
     Tile t = kb.alloc_sbuf(128, {cols}, DType::bf16);
     load(kb, t.ap(), a.tile(0, 128, 0, cols));
-    return chunks.finish(kb);
+    return {kb.finish()};
 }
 
 std::vector<Program> dma_loaded(const ChipConfig& chip, uint32_t bytes, int rounds) {
     KernelBuilder kb(chip, "dma_loaded");
-    Chunks chunks;
     HbmArena hbm;
     const uint32_t queues = chip.dma.queues, rows = 8, cols = bytes / rows / 4;
     HbmTensor in = HbmTensor::make(hbm, DType::f32, uint64_t(queues) * rows * rounds, cols);
@@ -40,19 +37,18 @@ std::vector<Program> dma_loaded(const ChipConfig& chip, uint32_t bytes, int roun
             kb.dma_copy(slot, in.tile(row, rows, 0, cols), static_cast<int>(q));
             kb.dma_copy(out.tile(row, rows, 0, cols), slot, static_cast<int>(q));
         }
-    return chunks.finish(kb);
+    return {kb.finish()};
 }
 
 std::vector<Program> scalar_dependent_chain(const ChipConfig& chip, int length) {
     KernelBuilder kb(chip, "scalar_dependent_chain");
-    Chunks chunks;
     Tile x = kb.alloc_sbuf(128, {1}, DType::f32), y = kb.alloc_sbuf(128, {1}, DType::f32);
     for (int i = 0; i < length; ++i) {
         const Tile& src = i % 2 ? y : x;
         const Tile& dst = i % 2 ? x : y;
         kb.activation(dst.ap(), src.ap(), ActFunc::identity, 2.0f, 1.0f);
     }
-    return chunks.finish(kb);
+    return {kb.finish()};
 }
 
 }  // namespace trnsim::fidelity

@@ -30,6 +30,9 @@ struct StreamEngineConfig {
     uint32_t dependent_turnaround_cycles = 0;  // extra when waiting on the previous instr's result
     bool bf16_fast_mode = false;          // v3+: 2x elements/cycle for 2-byte dtypes where allowed
     uint32_t two_input_cycles_per_elem = 2;  // tensor_tensor with both operands in SBUF: cycles per element
+    // The access overhead is pipeline latency: an instruction issued back to back after an independent
+    // one on the same engine does not pay it (only one that waited or reads its predecessor's result).
+    bool access_overhead_pipelined = false;
 };
 
 struct TensorEngineConfig {
@@ -64,6 +67,7 @@ struct DmaConfig {
     double fixed_latency_ns = 1300;      // per-transfer fixed cost (semaphore to start)
     double descriptor_overhead_bytes = 128;  // small-transfer penalty: a contiguous chunk of c bytes
                                              // moves at c / (c + this) of the engine's bandwidth
+    double hbm_write_efficiency = 1.0;       // SBUF -> HBM transfers run at this fraction of the queue rate
 };
 
 struct HbmConfig {

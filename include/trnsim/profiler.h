@@ -15,6 +15,8 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <deque>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -24,7 +26,8 @@
 
 namespace trnsim::profiler {
 
-// Interned strings: ids are stable, id 0 is the empty string.
+// Interned strings: ids and references are stable, id 0 is the empty string.
+// intern() may be called from several threads.
 class StringTable {
 public:
     StringTable();
@@ -33,8 +36,9 @@ public:
     size_t size() const { return strings_.size(); }
 
 private:
-    std::vector<std::string> strings_;
-    std::unordered_map<std::string, uint32_t> ids_;
+    std::deque<std::string> strings_;
+    std::unordered_map<std::string_view, uint32_t> ids_;   // views into strings_
+    std::mutex mutex_;
 };
 
 // One launched Program. Its instructions are records[first_record, first_record + num_records).
@@ -113,10 +117,12 @@ public:
     // Closes scope 'id' (and, to keep nesting, any scope opened after it and still open).
     void pop_scope(Device& device, uint32_t id);
 
-    // Labels the launches that follow with an op name (e.g. the framework operator that
-    // launches them: "aten::addmm"); 0 = none (launches are named after their Program).
+    // Labels the launches that the calling thread makes next with an op name (e.g. the
+    // framework operator issuing them: "aten::addmm"); 0 = none (launches are named after
+    // their Program).
     uint32_t intern(std::string_view s) { return strings_.intern(s); }
-    void set_op_label(uint32_t id) { op_label_.store(id, std::memory_order_relaxed); }
+    static void set_op_label(uint32_t id);
+    static uint32_t op_label();
 
     // Called by the attached devices' recorders; public for drivers that run cores directly.
     void record(const Device& device, const Program& prog, const std::vector<InstrRecord>& records);
@@ -164,7 +170,6 @@ private:
     std::vector<ScopeEvent> scopes_;
     std::unordered_map<int, DeviceState> devices_;
     std::atomic<uint64_t> launch_count_{0};
-    std::atomic<uint32_t> op_label_{0};
 };
 
 // Name of queue q of a NeuronCore: "Tensor", "Vector", "Scalar", "GpSimd", "Sync", "DMA q<k>".

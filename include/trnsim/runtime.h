@@ -61,6 +61,9 @@ public:
     // Host<->device transfers: functional copy plus device time for the DMA.
     void copy_to_device(uint64_t dst, const void* src, uint64_t bytes);
     void copy_to_host(void* dst, uint64_t src, uint64_t bytes);
+    // The device time of copy_to_host(bytes) without the copy: for host logic that, in
+    // timing-only mode, proceeds without the values it would read in functional mode.
+    void charge_copy_to_host(uint64_t bytes);
 
     // Runs a program with its launch arguments (HBM addresses); every instruction record
     // goes to the active recorder.

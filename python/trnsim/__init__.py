@@ -23,6 +23,9 @@ from trnsim import _core  # noqa: E402  (needs TRNSIM_CONFIG_DIR set first)
 
 __version__ = _core.version()
 
+from trnsim.profiler import profile  # noqa: E402,F401  (trnsim.profile(): the profiler)
+from trnsim.timing import is_timing_only, timing_only  # noqa: E402,F401  (timing-only mode)
+
 
 def _autoload() -> None:
     """Entry point of PyTorch's device-backend autoloading (group "torch.backends").

@@ -9,13 +9,21 @@ namespace trnsim::profiler {
 StringTable::StringTable() { intern(""); }
 
 uint32_t StringTable::intern(std::string_view s) {
-    auto it = ids_.find(std::string(s));
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = ids_.find(s);
     if (it != ids_.end()) return it->second;
     auto id = static_cast<uint32_t>(strings_.size());
     strings_.emplace_back(s);
-    ids_.emplace(strings_.back(), id);
+    ids_.emplace(std::string_view(strings_.back()), id);
     return id;
 }
+
+namespace {
+thread_local uint32_t tls_op_label = 0;
+}  // namespace
+
+void Profiler::set_op_label(uint32_t id) { tls_op_label = id; }
+uint32_t Profiler::op_label() { return tls_op_label; }
 
 const char* scope_kind_name(ScopeKind k) {
     switch (k) {
@@ -111,7 +119,7 @@ void Profiler::record(const Device& device, const Program& prog, const std::vect
     LaunchEvent ev{};
     ev.device = device.index();
     ev.kernel = strings_.intern(prog.name);
-    const uint32_t label = op_label_.load(std::memory_order_relaxed);
+    const uint32_t label = tls_op_label;
     ev.name = label ? label : ev.kernel;
     ev.scope = st.open.empty() ? 0 : st.open.back().name;
     ev.first_record = records_.size();

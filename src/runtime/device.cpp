@@ -1,6 +1,7 @@
 // Device: one NeuronCore as a framework device.
 #include <cstring>
 #include <sstream>
+#include <string>
 
 #include "trnsim/runtime.h"
 
@@ -39,8 +40,15 @@ void Device::copy_to_device(uint64_t dst, const void* src, uint64_t bytes) {
 void Device::copy_to_host(void* dst, uint64_t src, uint64_t bytes) {
     if (bytes == 0) return;
     if (core_.mode() != ExecMode::Functional)
-        throw std::logic_error("timing-only mode: device memory holds no values to copy to the host");
+        throw std::logic_error("neuron:" + std::to_string(index_) + " runs in timing-only mode: its memory holds "
+                               "no values, so nothing can be copied to the host (" + std::to_string(bytes) +
+                               " bytes requested)");
     std::memcpy(dst, core_.memory().hbm(src), bytes);
+    charge_copy_to_host(bytes);
+}
+
+void Device::charge_copy_to_host(uint64_t bytes) {
+    if (bytes == 0) return;
     core_.advance_to(core_.now_ps() + host_transfer_ps(bytes));
 }
 

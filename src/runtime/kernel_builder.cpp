@@ -296,11 +296,14 @@ void KernelBuilder::record_access(const Instruction& ins, uint32_t queue, uint32
 }
 
 // Keeps the live-access list short: an identical footprint of the same kind and queue is
-// updated in place, and once one (queue, kind, memory) has too many records they are folded
-// into their bounding box with the newest seq. Folding only adds waits (it never drops an
-// ordering), and it keeps building linear in the size of long kernels.
+// updated in place, and once one (queue, kind, HBM argument) has too many HBM records they
+// are folded into their bounding box with the newest seq. Folding only adds waits (it never
+// drops an ordering) and keeps building linear for long kernels, whose HBM reads of inputs
+// and writes of outputs are never superseded. On-chip records are bounded by the tiles a
+// kernel allocates (a write covering a tile prunes them), and folding them would serialise
+// double buffers, so they are never folded.
 void KernelBuilder::add_access(const Access& n) {
-    constexpr size_t kFoldAt = 48;
+    constexpr size_t kFoldAt = 64;
     size_t same_group = 0;
     for (Access& a : accesses_) {
         if (a.is_write != n.is_write || a.queue != n.queue || a.space != n.space || a.arg != n.arg) continue;
@@ -311,7 +314,7 @@ void KernelBuilder::add_access(const Access& n) {
         ++same_group;
     }
     accesses_.push_back(n);
-    if (same_group + 1 < kFoldAt) return;
+    if (n.space != MemSpace::HBM || same_group + 1 < kFoldAt) return;
     Access box = n;
     auto in_group = [&](const Access& a) {
         return a.is_write == n.is_write && a.queue == n.queue && a.space == n.space && a.arg == n.arg;

@@ -70,6 +70,8 @@ void add_stream_engine(std::vector<Field>& fields, const std::string& name,
     fields.push_back({name + ".bf16_fast_mode", Kind::Bool, member(&StreamEngineConfig::bf16_fast_mode)});
     fields.push_back({name + ".two_input_cycles_per_elem", Kind::PositiveInt,
                       member(&StreamEngineConfig::two_input_cycles_per_elem)});
+    fields.push_back({name + ".access_overhead_pipelined", Kind::Bool,
+                      member(&StreamEngineConfig::access_overhead_pipelined)});
 }
 
 // Every YAML field, in the order of ChipConfig (and of the preset files).
@@ -104,6 +106,7 @@ const std::vector<Field>& field_table() {
         TRNSIM_FIELD("dma.bytes_per_ns_per_queue", PositiveReal, c.dma.bytes_per_ns_per_queue);
         TRNSIM_FIELD("dma.fixed_latency_ns", NonNegativeReal, c.dma.fixed_latency_ns);
         TRNSIM_FIELD("dma.descriptor_overhead_bytes", NonNegativeReal, c.dma.descriptor_overhead_bytes);
+        TRNSIM_FIELD("dma.hbm_write_efficiency", PositiveReal, c.dma.hbm_write_efficiency);
         TRNSIM_FIELD("hbm.capacity_bytes", Bytes, c.hbm.capacity_bytes);
         TRNSIM_FIELD("hbm.bandwidth_gbps", PositiveReal, c.hbm.bandwidth_gbps);
         TRNSIM_FIELD("hbm.stacks", PositiveInt, c.hbm.stacks);

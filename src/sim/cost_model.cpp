@@ -5,10 +5,13 @@
 //   Vector/Scalar         max(MIN_II, N) for one tensor input, 2N for two (the preset's
 //                         two_input_cycles_per_elem; N when one is in PSUM
 //                         or for contiguous bf16 add/sub/mul), plus a static cost per tensor access
-//                         and a turnaround when the instruction depends on its predecessor
+//                         (on engines where it is pipelined, only when the instruction waited or
+//                         reads its predecessor's result) and a turnaround when it depends on
+//                         its predecessor
 //                         tensor_tensor_scan max(MIN_II, 2N)
 //   GpSimd                fixed start (~150) + N
-//   DMA                   fixed latency + bytes / (queue bandwidth x descriptor efficiency),
+//   DMA                   fixed latency + bytes / (queue bandwidth x descriptor efficiency
+//                         [x HBM write efficiency for SBUF -> HBM]),
 //                         HBM bandwidth shared between queues (timing.cpp)
 #include <algorithm>
 #include <cmath>
@@ -48,7 +51,7 @@ int tensor_accesses(const Instruction& ins) {
     return n;
 }
 
-double stream_cycles(const Instruction& ins, const StreamEngineConfig& eng) {
+double stream_cycles(const Instruction& ins, const StreamEngineConfig& eng, bool back_to_back) {
     const double min_ii = eng.min_ii_cycles;
     // Elements per partition streamed through the engine.
     double n = static_cast<double>(std::max(ins.dst.free_elems(), ins.src0.valid() && opcode_info(ins.op).nsrc > 0
@@ -88,14 +91,16 @@ double stream_cycles(const Instruction& ins, const StreamEngineConfig& eng) {
         default: c = std::max(min_ii, n / rate); break;
     }
     c += eng.fixed_overhead_cycles;
-    c += static_cast<double>(eng.access_overhead_cycles) * tensor_accesses(ins);
-    if (ins.flags & F_DEPENDS_ON_PREV) c += eng.dependent_turnaround_cycles;
+    const bool dependent = ins.flags & F_DEPENDS_ON_PREV;
+    if (!(eng.access_overhead_pipelined && back_to_back && !dependent))
+        c += static_cast<double>(eng.access_overhead_cycles) * tensor_accesses(ins);
+    if (dependent) c += eng.dependent_turnaround_cycles;
     return c;
 }
 
 }  // namespace
 
-int64_t compute_cost_ps(const Instruction& ins, const ChipConfig& chip, bool stationary_reloaded) {
+int64_t compute_cost_ps(const Instruction& ins, const ChipConfig& chip, bool stationary_reloaded, bool back_to_back) {
     if (ins.op == Opcode::barrier) return 0;
     if (ins.engine == Engine::Tensor) {
         const TensorEngineConfig& te = chip.tensor;
@@ -116,7 +121,7 @@ int64_t compute_cost_ps(const Instruction& ins, const ChipConfig& chip, bool sta
         return cycles_to_ps(c, te.clock_ghz);
     }
     const StreamEngineConfig& eng = stream_engine(chip, ins.engine);
-    return cycles_to_ps(stream_cycles(ins, eng), eng.clock_ghz);
+    return cycles_to_ps(stream_cycles(ins, eng, back_to_back), eng.clock_ghz);
 }
 
 DmaCost dma_cost(const Instruction& ins, const ChipConfig& chip) {
@@ -147,6 +152,7 @@ DmaCost dma_cost(const Instruction& ins, const ChipConfig& chip) {
                               : std::min(ins.src0.contiguous_bytes(), ins.dst.contiguous_bytes()));
     chunk = std::max(1.0, chunk);
     double eff = chunk / (chunk + chip.dma.descriptor_overhead_bytes);
+    if (dst_hbm && !src_hbm) eff *= chip.dma.hbm_write_efficiency;
     c.rate_bytes_per_ps = chip.dma.bytes_per_ns_per_queue * eff / 1000.0;
     c.hbm_sides = (ins.src0.space == MemSpace::HBM) + (ins.dst.space == MemSpace::HBM);
     c.fixed_ps = static_cast<int64_t>(std::llround(chip.dma.fixed_latency_ns * 1000.0));

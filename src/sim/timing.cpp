@@ -122,7 +122,8 @@ TimingModel::Slot TimingModel::schedule(const Instruction& ins) {
         }
         if (ins.engine == Engine::Tensor) last_te_was_matmul_ = ins.op == Opcode::nc_matmul;
         int64_t start = std::max(ready, deps);
-        slot = {start, start + compute_cost_ps(ins, chip_, reloaded)};
+        const bool back_to_back = start == ready && !done_[q].empty();
+        slot = {start, start + compute_cost_ps(ins, chip_, reloaded, back_to_back)};
     }
     queue_free_[q] = slot.end_ps;
     done_[q].push_back(slot.end_ps);

@@ -17,8 +17,10 @@
 
 namespace trnsim {
 
-// Engine-side cost of a non-DMA instruction, in picoseconds.
-int64_t compute_cost_ps(const Instruction& ins, const ChipConfig& chip, bool stationary_reloaded);
+// Engine-side cost of a non-DMA instruction, in picoseconds. back_to_back: the engine issued it
+// right after an independent instruction (no idle gap), so a pipelined access overhead is hidden.
+int64_t compute_cost_ps(const Instruction& ins, const ChipConfig& chip, bool stationary_reloaded,
+                        bool back_to_back = false);
 
 // DMA transfer parameters derived from the instruction.
 struct DmaCost {

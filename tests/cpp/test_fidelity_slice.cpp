@@ -27,6 +27,9 @@ TEST(FidelitySlice, Trn1DependentActivationInterval) { expect_within_bound("trn1
 TEST(FidelitySlice, Trn1MambaV1Seq2048) { expect_within_bound("trn1.mamba.v1_seq2048"); }
 TEST(FidelitySlice, Trn1MambaV3Seq512) { expect_within_bound("trn1.mamba.v3_seq512"); }
 TEST(FidelitySlice, Trn2Bf16Matmul2kBlocked418) { expect_within_bound("trn2.matmul_bf16_2k.aws_4_1_8"); }
+TEST(FidelitySlice, Trn1NkiBenchSilu) { expect_within_bound("trn1.nkibench.silu"); }
+TEST(FidelitySlice, Trn1NkiBenchRmsnormMatmul) { expect_within_bound("trn1.nkibench.rmsnorm_matmul"); }
+TEST(FidelitySlice, Trn1LayerNormV2) { expect_within_bound("trn1.layernorm.v2"); }
 
 TEST(FidelitySlice, SummaryCountsOnlyCountedPointsAndTakesTheMedian) {
     Case a, b, c;

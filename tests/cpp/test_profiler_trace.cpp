@@ -12,6 +12,7 @@
 #include <fstream>
 #include <map>
 #include <set>
+#include <thread>
 #include <utility>
 
 #include "trnsim/kernels.h"
@@ -263,4 +264,9 @@ TEST(ProfilerRecording, OpLabelNamesTheLaunchesThatFollow) {
     EXPECT_EQ(s.str(prof.launches()[0].name), "aten::add.Tensor");
     EXPECT_EQ(s.str(prof.launches()[0].kernel), "binary");
     EXPECT_EQ(s.str(prof.launches()[1].name), s.str(prof.launches()[1].kernel));
+    // The label belongs to the thread that set it.
+    Profiler::set_op_label(prof.intern("aten::mul.Tensor"));
+    std::thread([&] { device.launch(add_program(chip)); }).join();
+    Profiler::set_op_label(0);
+    EXPECT_EQ(s.str(prof.launches()[2].name), "binary");
 }

@@ -67,23 +67,53 @@ TEST(TimingTensorE, Fp32InputsRunAtQuarterRateAndFp8AtDoubleRate) {
     EXPECT_EQ(dur(r.rec[3]), ps(512.0 / chip.tensor.fp8_speedup, chip.tensor.clock_ghz));
 }
 
-TEST(TimingVectorE, TwoInputsCost2NOneInputNPlusAccessOverheads) {
+TEST(TimingVectorE, TwoInputsCost2NOneInputNAccessOverheadOnlyWhenThePipelineIsNotFed) {
     ChipConfig chip = trn2();
+    ASSERT_TRUE(chip.vector.access_overhead_pipelined);
     NeuronCore core(chip, ExecMode::TimingOnly, 1 << 20);
     KernelBuilder kb(chip, "v");
     Tile a = kb.alloc_sbuf(128, {512}, DType::f32), b = kb.alloc_sbuf(128, {512}, DType::f32);
     Tile c = kb.alloc_sbuf(128, {512}, DType::f32), d = kb.alloc_sbuf(128, {512}, DType::f32);
     Tile p = kb.alloc_psum(128, 512);
-    kb.tensor_tensor(c.ap(), a.ap(), b.ap(), AluOp::add);           // 2N, 3 accesses
-    kb.tensor_scalar(d.ap(), a.ap(), AluOp::mul, 2.0f);              // N, 2 accesses
+    kb.tensor_tensor(c.ap(), a.ap(), b.ap(), AluOp::add);           // 2N, first: pays 3 accesses
+    kb.tensor_scalar(d.ap(), a.ap(), AluOp::mul, 2.0f);              // N, back to back: no overhead
     kb.tensor_tensor(a.ap(), b.ap(), p.ap(), AluOp::add);           // PSUM operand: N
     kb.tensor_scalar(b.cols(0, 16), p.cols(0, 16), AluOp::mul, 2.0f);  // tiny: MIN_II
     Ran r = run(core, kb.finish());
     const auto& v = chip.vector;
     EXPECT_EQ(dur(r.rec[0]), ps(2 * 512 + 3 * v.access_overhead_cycles, v.clock_ghz));
-    EXPECT_EQ(dur(r.rec[1]), ps(512 + 2 * v.access_overhead_cycles, v.clock_ghz));
-    EXPECT_EQ(dur(r.rec[2]), ps(512 + 3 * v.access_overhead_cycles, v.clock_ghz));
-    EXPECT_EQ(dur(r.rec[3]), ps(v.min_ii_cycles + 2 * v.access_overhead_cycles, v.clock_ghz));
+    EXPECT_EQ(dur(r.rec[1]), ps(512, v.clock_ghz));
+    EXPECT_EQ(dur(r.rec[2]), ps(512, v.clock_ghz));
+    EXPECT_EQ(dur(r.rec[3]), ps(v.min_ii_cycles, v.clock_ghz));
+}
+
+TEST(TimingVectorE, InstructionAfterAnIdleGapPaysTheAccessOverhead) {
+    ChipConfig chip = trn2();
+    NeuronCore core(chip, ExecMode::TimingOnly, 1 << 20);
+    KernelBuilder kb(chip, "gap");
+    Tile a = kb.alloc_sbuf(128, {512}, DType::f32), b = kb.alloc_sbuf(128, {512}, DType::f32);
+    Tile c = kb.alloc_sbuf(128, {512}, DType::f32);
+    kb.tensor_scalar(c.cols(0, 16), b.cols(0, 16), AluOp::mul, 2.0f);  // short
+    kb.activation(a.ap(), b.ap(), ActFunc::exp);                    // ScalarE, longer
+    kb.tensor_scalar(b.ap(), a.ap(), AluOp::mul, 2.0f);              // waits for the ScalarE result
+    Ran r = run(core, kb.finish());
+    const auto& v = chip.vector;
+    ASSERT_GT(r.rec[2].start_ps, r.rec[0].end_ps);
+    EXPECT_EQ(dur(r.rec[2]), ps(512 + 2 * v.access_overhead_cycles, v.clock_ghz));
+}
+
+TEST(TimingScalarE, AccessOverheadIsPaidBackToBackWhereNotPipelined) {
+    ChipConfig chip = trn2();
+    ASSERT_FALSE(chip.scalar.access_overhead_pipelined);
+    NeuronCore core(chip, ExecMode::TimingOnly, 1 << 20);
+    KernelBuilder kb(chip, "act");
+    Tile a = kb.alloc_sbuf(128, {512}, DType::f32), b = kb.alloc_sbuf(128, {512}, DType::f32);
+    Tile c = kb.alloc_sbuf(128, {512}, DType::f32);
+    kb.activation(b.ap(), a.ap(), ActFunc::exp);
+    kb.activation(c.ap(), a.ap(), ActFunc::exp);
+    Ran r = run(core, kb.finish());
+    const auto& s = chip.scalar;
+    EXPECT_EQ(dur(r.rec[1]), ps(512 + 2 * s.access_overhead_cycles, s.clock_ghz));
 }
 
 TEST(TimingVectorE, DependentInstructionPaysTurnaround) {

@@ -1,0 +1,145 @@
+"""Benchmarks of torch.compile(backend="neuron") (prints `BENCH <name> <value> <unit>` lines).
+
+  compile_time_12layer_s          wall seconds to capture (Dynamo + AOTAutograd), translate and compile
+                                  forward + backward of a 12-layer, 768-wide transformer
+  compiled_mfu_dit_trn2           simulated MFU of one compiled training step of a video DiT world model
+                                  (hidden 2048, 16 layers, 8192 tokens per sample, bf16) on one trn2 NeuronCore
+  compiled_mfu_gpt_trn2           the same for a GPT-style LLM (hidden 4096, sequence 4096)
+  compiled_vs_eager_speedup_dit   simulated step time eager / compiled for that DiT
+
+Timing-only mode: the models are traced on the "meta" device (no data anywhere), the
+compiled programs run on a NeuronCore in ExecMode::TimingOnly (trnsim._C._compiler.simulate).
+The eager step time is the same graphs compiled without fusion (one operator-library kernel
+per node, as eager execution launches them) plus the chip's per-launch overhead for each kernel.
+MFU = model FLOPs / (step time x peak bf16 FLOP/s of one NeuronCore); model FLOPs =
+3 x forward matmul FLOPs (PaLM convention, attention included; causal attention counted at half).
+Environment: BENCH_DIT_LAYERS / BENCH_GPT_LAYERS override the layer counts (smaller runs).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import trnsim
+import trnsim.neuron  # noqa: F401
+import trnsim.compile as tc
+from trnsim import _C
+
+
+class Block(nn.Module):
+    def __init__(self, d: int, heads: int, causal: bool):
+        super().__init__()
+        self.heads, self.causal = heads, causal
+        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
+        self.fc1, self.fc2 = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
+
+    def forward(self, x):
+        b, t, d = x.shape
+        q, k, v = self.qkv(self.ln1(x)).split(d, dim=-1)
+        q, k, v = (z.reshape(b, t, self.heads, d // self.heads).transpose(1, 2) for z in (q, k, v))
+        o = F.scaled_dot_product_attention(q, k, v, is_causal=self.causal)
+        x = x + self.proj(o.transpose(1, 2).reshape(b, t, d))
+        return x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
+
+
+class Model(nn.Module):
+    """Transformer trunk with a regression loss: a DiT's denoiser (non-causal) or a GPT trunk (causal)."""
+
+    def __init__(self, d: int, heads: int, layers: int, causal: bool):
+        super().__init__()
+        self.blocks = nn.ModuleList(Block(d, heads, causal) for _ in range(layers))
+        self.norm = nn.LayerNorm(d)
+
+    def forward(self, x, target):
+        for blk in self.blocks:
+            x = blk(x)
+        return F.mse_loss(self.norm(x), target)
+
+
+def model_flops(d: int, layers: int, tokens: int, causal: bool) -> float:
+    forward = layers * (24 * tokens * d * d + (2 if causal else 4) * tokens * tokens * d)
+    return 3.0 * forward
+
+
+def build(d, heads, layers, tokens, causal, dtype=torch.bfloat16):
+    with torch.device("meta"):
+        model = Model(d, heads, layers, causal).to(dtype)
+        x = torch.randn(1, tokens, d, dtype=dtype, requires_grad=True)
+        target = torch.randn(1, tokens, d, dtype=dtype)
+    return model, x, target
+
+
+def compile_step(model, x, target, chip="trn2", fuse=True):
+    graphs = tc.capture_graphs(model, x, target)
+    return [tc.compile_graph(gm, f"bench_{i}", chip=chip, fuse=fuse)[1] for i, gm in enumerate(graphs)]
+
+
+def simulate(compiled, chip="trn2"):
+    total = {"seconds": 0.0, "kernels": 0}
+    for cg in compiled:
+        if cg.eager_labels:
+            raise RuntimeError(f"{cg.name}: eager nodes {cg.eager_labels} cannot be timed")
+        r = _C._compiler.simulate(cg, chip)
+        total["seconds"] += r["seconds"]
+        total["peak"] = r["peak_flops_bf16"]
+        total["kernels"] += sum(1 for line in cg.ir.splitlines() if " = " in line and " = view" not in line)
+    return total
+
+
+def bench(name, value, unit):
+    print(f"BENCH {name} {value:.4g} {unit}", flush=True)
+
+
+def main() -> int:
+    # ---- compile time, 12 layers x 768
+    t0 = time.perf_counter()
+    model, x, target = build(768, 12, 12, 1024, causal=True)
+    compile_step(model, x, target)
+    bench("compile_time_12layer_s", time.perf_counter() - t0, "s")
+
+    launch_ns = float(os.environ.get("BENCH_LAUNCH_OVERHEAD_NS", "0")) or None
+
+    # ---- DiT world model
+    dit_layers = int(os.environ.get("BENCH_DIT_LAYERS", "16"))
+    d, heads, tokens = 2048, 16, 8192
+    model, x, target = build(d, heads, dit_layers, tokens, causal=False)
+    t0 = time.perf_counter()
+    compiled = compile_step(model, x, target)
+    compile_s = time.perf_counter() - t0
+    sim = simulate(compiled)
+    mfu = model_flops(d, dit_layers, tokens, False) / (sim["seconds"] * sim["peak"])
+    print(f"# dit: {dit_layers} layers, step {sim['seconds'] * 1e3:.2f} ms simulated, compile {compile_s:.1f} s",
+          flush=True)
+    bench("compiled_mfu_dit_trn2", mfu, "ratio")
+    unfused = simulate(compile_step(model, x, target, fuse=False))
+    overhead = (launch_ns if launch_ns is not None else trn2_launch_overhead_ns()) * 1e-9
+    eager_s = unfused["seconds"] + unfused["kernels"] * overhead
+    bench("compiled_vs_eager_speedup_dit", eager_s / sim["seconds"], "x")
+
+    # ---- GPT
+    gpt_layers = int(os.environ.get("BENCH_GPT_LAYERS", "2"))
+    d, heads, tokens = 4096, 32, 4096
+    model, x, target = build(d, heads, gpt_layers, tokens, causal=True)
+    sim = simulate(compile_step(model, x, target))
+    mfu = model_flops(d, gpt_layers, tokens, True) / (sim["seconds"] * sim["peak"])
+    print(f"# gpt: {gpt_layers} layers, step {sim['seconds'] * 1e3:.2f} ms simulated", flush=True)
+    bench("compiled_mfu_gpt_trn2", mfu, "ratio")
+    return 0
+
+
+def trn2_launch_overhead_ns() -> float:
+    import yaml
+    from pathlib import Path
+    path = Path(os.environ.get("TRNSIM_CONFIG_DIR", Path(trnsim.__file__).parent / "configs" / "chips")) / "trn2.yaml"
+    return float(yaml.safe_load(path.read_text()).get("launch_overhead_ns", 0))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

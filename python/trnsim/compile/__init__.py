@@ -1,0 +1,190 @@
+"""torch.compile(backend="neuron"): graphs compiled into trnsim programs.
+
+Dynamo captures the graph, AOTAutograd splits it into forward and backward
+graphs of core ATen ops; each is translated into the C++ compiler's graph IR
+(translate.py), compiled (fusion, tiling, memory planning, one program per
+graph) and run by runtime.py. Nodes the compiler does not lower run eagerly
+inside the compiled graph and are counted in stats()["eager_nodes"].
+
+TRNSIM_DUMP_DIR=dir writes, per graph, its FX code (fx_graph.py), the IR after
+each compiler pass (NN_<pass>.ir) and the disassembled program (program.txt).
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import threading
+import time
+from typing import Any
+
+import torch
+import torch.fx
+
+from .translate import Translator, Translation
+
+__all__ = ["neuron_backend", "stats", "reset_stats", "compile_graph", "capture_graphs"]
+
+_lock = threading.Lock()
+_counter = 0
+
+
+def _new_stats() -> dict[str, Any]:
+    return {
+        "graphs_compiled": 0,        # FX graphs compiled (forward and backward separately)
+        "cache_hits": 0,             # calls served by an already compiled signature
+        "recompiles": 0,             # a graph compiled again for another input signature
+        "eager_nodes": 0,            # nodes run eagerly inside compiled graphs (at compile time)
+        "eager_ops": collections.Counter(),
+        "programs": 0,
+        "compile_seconds": 0.0,
+        "fusions": collections.Counter(),
+    }
+
+
+_stats = _new_stats()
+
+
+def stats() -> dict[str, Any]:
+    """Counters of the neuron compiler since the last reset_stats()."""
+    with _lock:
+        out = dict(_stats)
+        out["eager_ops"] = dict(_stats["eager_ops"])
+        out["fusions"] = dict(_stats["fusions"])
+        return out
+
+
+def reset_stats() -> None:
+    global _stats
+    with _lock:
+        _stats = _new_stats()
+
+
+def _decompositions() -> dict:
+    """Core ATen decompositions, except for the ops the compiler lowers as they are."""
+    from torch._decomp import core_aten_decompositions
+    keep = {
+        torch.ops.aten.gelu_backward.default, torch.ops.aten.silu_backward.default,
+        torch.ops.aten.sigmoid_backward.default, torch.ops.aten.tanh_backward.default,
+        torch.ops.aten.threshold_backward.default, torch.ops.aten._softmax_backward_data.default,
+        torch.ops.aten._log_softmax_backward_data.default, torch.ops.aten.native_layer_norm_backward.default,
+        torch.ops.aten.native_layer_norm.default, torch.ops.aten._softmax.default,
+        torch.ops.aten._log_softmax.default, torch.ops.aten.gelu.default, torch.ops.aten.silu.default,
+    }
+    return {op: fn for op, fn in core_aten_decompositions().items() if op not in keep}
+
+
+def compile_graph(gm: torch.fx.GraphModule, name: str, chip: str = "", fuse: bool = True):
+    """Translates and compiles one FX graph; returns (translation, compiled graph)."""
+    from trnsim import _C
+
+    dump_dir = os.environ.get("TRNSIM_DUMP_DIR", "")
+    if dump_dir:
+        path = os.path.join(dump_dir, name)
+        os.makedirs(path, exist_ok=True)
+        with open(os.path.join(path, "fx_graph.py"), "w") as f:
+            f.write(gm.code)
+    t0 = time.perf_counter()
+    translation = Translator(gm, name, _C._compiler.Graph).run()
+    compiled = _C._compiler.compile(translation.graph, chip=chip, dump_dir=dump_dir, fuse=fuse)
+    seconds = time.perf_counter() - t0
+    with _lock:
+        _stats["graphs_compiled"] += 1
+        _stats["compile_seconds"] += seconds
+        _stats["programs"] += compiled.stats.get("programs", 0)
+        _stats["eager_nodes"] += len(compiled.eager_labels)
+        _stats["eager_ops"].update(compiled.eager_labels)
+        for key, value in compiled.stats.items():
+            if key.startswith("fused_"):
+                _stats["fusions"][key] += value
+        _stats["fusions"]["attention_kernels"] += compiled.ir.count(" = attention")
+    return translation, compiled
+
+
+def _signature(args) -> tuple:
+    return tuple((a.dtype, tuple(a.shape), tuple(a.stride()), a.storage_offset()) if isinstance(a, torch.Tensor)
+                 else type(a) for a in args)
+
+
+class _CompiledFunction:
+    """The callable handed back to AOTAutograd: one compiled program set per input signature."""
+
+    def __init__(self, gm: torch.fx.GraphModule, example_inputs, kind: str):
+        global _counter
+        with _lock:
+            _counter += 1
+            self.name = f"graph_{_counter}_{kind}"
+        self.gm = gm
+        self.by_signature: dict[tuple, Any] = {}
+        self._build(_signature(example_inputs))
+
+    def _build(self, signature):
+        from .runtime import CompiledGraphRunner
+        translation, compiled = compile_graph(self.gm, self.name if not self.by_signature else
+                                              f"{self.name}_{len(self.by_signature)}")
+        self.by_signature[signature] = CompiledGraphRunner(compiled, translation, _stats)
+        return self.by_signature[signature]
+
+    def __call__(self, *args):
+        signature = _signature(args)
+        runner = self.by_signature.get(signature)
+        if runner is None:
+            with _lock:
+                _stats["recompiles"] += 1
+            runner = self._build(signature)
+        else:
+            with _lock:
+                _stats["cache_hits"] += 1
+        return runner(list(args))
+
+
+def _fw_bw_compiler(kind: str):
+    def compiler(gm: torch.fx.GraphModule, example_inputs):
+        from functorch.compile import make_boxed_func
+        return make_boxed_func(_CompiledFunction(gm, example_inputs, kind))
+    return compiler
+
+
+def neuron_backend(gm: torch.fx.GraphModule, example_inputs, **kwargs):
+    """The Dynamo backend "neuron" (entry point torch_dynamo_backends)."""
+    from torch._dynamo.backends.common import aot_autograd
+    from .attention import replace_sdpa
+    replace_sdpa(gm)
+    backend = aot_autograd(fw_compiler=_fw_bw_compiler("forward"), bw_compiler=_fw_bw_compiler("backward"),
+                           inference_compiler=_fw_bw_compiler("inference"), decompositions=_decompositions())
+    return backend(gm, example_inputs, **kwargs)
+
+
+def capture_graphs(module: torch.nn.Module, *inputs) -> list[torch.fx.GraphModule]:
+    """The forward and backward graphs the neuron backend compiles for one training step,
+    module(*inputs).backward() (module returns the loss). Traced through Dynamo and
+    AOTAutograd exactly as torch.compile(backend="neuron") does, but nothing is compiled or
+    run: with "meta" tensors this needs no memory at all."""
+    from functorch.compile import make_boxed_func
+    from torch._dynamo.backends.common import aot_autograd
+    from .attention import replace_sdpa
+    graphs: list[torch.fx.GraphModule] = []
+
+    def keep(gm, _inputs):
+        graphs.append(gm)
+        return make_boxed_func(gm.forward)
+
+    def backend(gm, example_inputs):
+        replace_sdpa(gm)
+        return aot_autograd(fw_compiler=keep, bw_compiler=keep, decompositions=_decompositions())(gm, example_inputs)
+
+    torch._dynamo.reset()
+    loss = torch.compile(module, backend=backend, fullgraph=True)(*inputs)
+    loss.backward()
+    torch._dynamo.reset()
+    return graphs
+
+
+def _register() -> None:
+    """Registers "neuron" with Dynamo on import too (the entry point needs an installed package)."""
+    from torch._dynamo.backends.registry import _COMPILER_FNS, register_backend
+    if "neuron" not in _COMPILER_FNS:
+        register_backend(compiler_fn=neuron_backend, name="neuron")
+
+
+_register()

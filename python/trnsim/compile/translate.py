@@ -1,0 +1,592 @@
+"""FX graph (core ATen, after AOTAutograd) -> the C++ compiler's Graph IR.
+
+Tensors of a dtype the device holds become IR values; everything else (int64
+tensors, Python scalars, symbolic values) stays with the host. Each FX node is
+lowered by a handler below; a node without a handler, or whose operands are not
+IR values, becomes an ``eager`` IR node that the runtime executes with PyTorch
+between compiled program segments. Views are computed on the IR layout (never
+copied); every other IR node writes a fresh contiguous tensor.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import torch
+import torch.fx
+
+aten = torch.ops.aten
+prims = torch.ops.prims
+
+# torch dtype -> the core's DType name (dtype_name in dtype.h).
+DTYPES = {
+    torch.float32: "f32", torch.bfloat16: "bf16", torch.float16: "f16", torch.int32: "i32",
+    torch.uint8: "u8", torch.bool: "boolean", torch.float8_e4m3fn: "fp8_e4m3", torch.float8_e5m2: "fp8_e5m2",
+}
+TORCH_DTYPES = {v: k for k, v in DTYPES.items()}
+
+# Enum orders of trnsim::ops (include/trnsim/ops.h): the IR carries these indices.
+UNARY = ["identity", "neg", "abs", "exp", "log", "sqrt", "rsqrt", "reciprocal", "sigmoid", "tanh", "relu", "gelu",
+         "gelu_tanh", "silu", "sin", "cos", "erf", "square", "sign", "softplus", "logical_not"]
+BINARY = ["add", "sub", "mul", "div", "maximum", "minimum", "pow", "fmod", "eq", "ne", "lt", "le", "gt", "ge",
+          "logical_and", "logical_or", "logical_xor", "bitwise_and", "bitwise_or", "bitwise_xor"]
+REDUCE = ["sum", "mean", "max", "min"]
+ACTIVATION_GRAD = ["gelu", "gelu_tanh", "silu", "sigmoid", "tanh", "threshold"]
+
+
+class Unsupported(Exception):
+    """This node is not lowered by the compiler; it runs eagerly."""
+
+
+@dataclass
+class Layout:
+    sizes: list[int]
+    strides: list[int]
+    offset: int
+
+    def is_contiguous(self) -> bool:
+        expect = 1
+        for size, stride in zip(reversed(self.sizes), reversed(self.strides)):
+            if size != 1 and stride != expect:
+                return False
+            expect *= size
+        return True
+
+
+def contiguous_strides(sizes: list[int]) -> list[int]:
+    strides, acc = [], 1
+    for s in reversed(sizes):
+        strides.append(acc)
+        acc *= max(s, 1)
+    return list(reversed(strides))
+
+
+@dataclass
+class EagerCall:
+    """An FX node the runtime runs with PyTorch, and where its operands come from."""
+    node: torch.fx.Node
+    ir_inputs: list[torch.fx.Node]       # FX nodes whose IR values are the eager node's IR inputs, in order
+    ir_outputs: list[tuple[int, ...]]    # paths into the result (() = the result itself) of IR outputs
+
+
+@dataclass
+class Translation:
+    graph: Any                                    # _compiler.Graph
+    ir_input_placeholders: list[int]              # FX placeholder index of each IR graph input
+    placeholders: list[torch.fx.Node]
+    eager_calls: list[EagerCall]
+    ir_values: dict[torch.fx.Node, Any]           # FX node -> IR value id (or tuple of them)
+    output_spec: list[Any] = field(default_factory=list)   # per FX output: ("ir", k) | ("host", node) | ("const", v)
+
+
+def _meta(node: torch.fx.Node):
+    val = node.meta.get("val")
+    if val is None:
+        raise Unsupported(f"{node.format_node()}: no shape information")
+    return val
+
+
+def _static(sizes) -> list[int]:
+    try:
+        return [int(s) for s in sizes]
+    except Exception as e:  # symbolic sizes
+        raise Unsupported("symbolic shape") from e
+
+
+def _ir_dtype(t) -> str:
+    dt = DTYPES.get(t.dtype)
+    if dt is None:
+        raise Unsupported(f"dtype {t.dtype}")
+    return dt
+
+
+class Translator:
+    def __init__(self, gm: torch.fx.GraphModule, name: str, graph_cls: Callable[[str], Any]):
+        self.gm = gm
+        self.g = graph_cls(name)
+        self.values: dict[torch.fx.Node, Any] = {}
+        self.layouts: dict[int, Layout] = {}
+        self.eager_calls: list[EagerCall] = []
+
+    # ------------------------------------------------------------------ helpers
+    def ir(self, x) -> int:
+        if isinstance(x, torch.fx.Node) and isinstance(self.values.get(x), int):
+            return self.values[x]
+        raise Unsupported("operand is not a device tensor")
+
+    def add(self, op: str, inputs: list[int], outs: list[tuple[str, list[int]]], **attrs) -> list[int]:
+        vids = self.g.add_node(op, inputs, outs, **attrs)
+        for vid, (_, sizes) in zip(vids, outs):
+            self.layouts[vid] = Layout(list(sizes), contiguous_strides(list(sizes)), 0)
+        return vids
+
+    def out1(self, node) -> tuple[str, list[int]]:
+        val = _meta(node)
+        if not isinstance(val, torch.Tensor):
+            raise Unsupported("non-tensor result")
+        return (_ir_dtype(val), _static(val.shape))
+
+    def view(self, src: int, layout: Layout) -> int:
+        vid = self.g.add_view(src, layout.sizes, layout.strides, layout.offset)
+        self.layouts[vid] = layout
+        return vid
+
+    # ------------------------------------------------------------------ the walk
+    def run(self) -> Translation:
+        placeholders = [n for n in self.gm.graph.nodes if n.op == "placeholder"]
+        ir_inputs = []
+        for i, node in enumerate(placeholders):
+            val = node.meta.get("val")
+            if isinstance(val, torch.Tensor) and val.dtype in DTYPES:
+                try:
+                    sizes, strides = _static(val.shape), _static(val.stride())
+                    offset = int(val.storage_offset())
+                except Unsupported:
+                    continue
+                vid = self.g.add_input(DTYPES[val.dtype], sizes, strides, offset, node.name)
+                self.values[node] = vid
+                self.layouts[vid] = Layout(sizes, strides, offset)
+                ir_inputs.append(i)
+        output_spec = []
+        ir_outputs = []
+        for node in self.gm.graph.nodes:
+            if node.op == "call_function":
+                self.call(node)
+            elif node.op == "output":
+                results = node.args[0]
+                for x in (results if isinstance(results, (list, tuple)) else [results]):
+                    if isinstance(x, torch.fx.Node) and isinstance(self.values.get(x), int):
+                        output_spec.append(("ir", len(ir_outputs)))
+                        ir_outputs.append(self.values[x])
+                    elif isinstance(x, torch.fx.Node):
+                        output_spec.append(("host", x))
+                    else:
+                        output_spec.append(("const", x))
+            elif node.op != "placeholder":
+                raise Unsupported(f"FX node kind {node.op}")
+        self.g.set_outputs(ir_outputs)
+        return Translation(self.g, ir_inputs, placeholders, self.eager_calls, self.values, output_spec)
+
+    def call(self, node: torch.fx.Node) -> None:
+        handler = HANDLERS.get(node.target)
+        if handler is not None:
+            try:
+                result = handler(self, node)
+                self.values[node] = result
+                return
+            except Unsupported:
+                pass
+        self.eager(node)
+
+    def eager(self, node: torch.fx.Node) -> None:
+        ir_inputs = []
+        def collect(n):
+            if isinstance(self.values.get(n), int) and n not in ir_inputs:
+                ir_inputs.append(n)
+            return n
+        torch.fx.node.map_arg((node.args, node.kwargs), collect)
+        val = node.meta.get("val")
+        paths, outs = [], []
+        def visit(v, path):
+            if isinstance(v, torch.Tensor):
+                try:
+                    outs.append((_ir_dtype(v), _static(v.shape)))
+                    paths.append(path)
+                except Unsupported:
+                    pass
+            elif isinstance(v, (list, tuple)):
+                for k, item in enumerate(v):
+                    visit(item, path + (k,))
+        visit(val, ())
+        label = getattr(node.target, "__name__", str(node.target))
+        if hasattr(node.target, "_schema"):
+            label = str(node.target)
+        vids = self.add("eager", [self.values[n] for n in ir_inputs], outs, eager_id=len(self.eager_calls), label=label)
+        self.eager_calls.append(EagerCall(node, ir_inputs, paths))
+        if paths == [()]:
+            self.values[node] = vids[0]
+        elif paths:
+            self.values[node] = _Multi({p[0]: v for p, v in zip(paths, vids) if len(p) == 1})
+
+
+class _Multi(dict):
+    """IR values of a multi-output node, by output index."""
+
+
+# ---------------------------------------------------------------------- handlers
+HANDLERS: dict[Any, Callable[[Translator, torch.fx.Node], Any]] = {}
+
+
+def handles(*targets):
+    def register(fn):
+        for t in targets:
+            HANDLERS[t] = fn
+        return fn
+    return register
+
+
+def _arg(node, i, name, default=None):
+    if len(node.args) > i:
+        return node.args[i]
+    return node.kwargs.get(name, default)
+
+
+def _unary(name):
+    def lower(t: Translator, node):
+        return t.add("unary", [t.ir(node.args[0])], [t.out1(node)], i0=UNARY.index(name))[0]
+    return lower
+
+
+for _target, _name in [
+    (aten.neg.default, "neg"), (aten.abs.default, "abs"), (aten.exp.default, "exp"), (aten.log.default, "log"),
+    (aten.sqrt.default, "sqrt"), (aten.rsqrt.default, "rsqrt"), (aten.reciprocal.default, "reciprocal"),
+    (aten.sigmoid.default, "sigmoid"), (aten.tanh.default, "tanh"), (aten.relu.default, "relu"),
+    (aten.silu.default, "silu"), (aten.sin.default, "sin"), (aten.cos.default, "cos"), (aten.erf.default, "erf"),
+    (aten.sign.default, "sign"), (aten.logical_not.default, "logical_not"),
+]:
+    HANDLERS[_target] = _unary(_name)
+
+
+@handles(aten.gelu.default)
+def _gelu(t, node):
+    approximate = _arg(node, 1, "approximate", "none")
+    return t.add("unary", [t.ir(node.args[0])], [t.out1(node)],
+                 i0=UNARY.index("gelu_tanh" if approximate == "tanh" else "gelu"))[0]
+
+
+def _is_number(x) -> bool:
+    return isinstance(x, (int, float, bool)) and not isinstance(x, torch.fx.Node)
+
+
+def _binary(name, has_alpha=False):
+    def lower(t: Translator, node):
+        a, b = node.args[0], node.args[1]
+        alpha = _arg(node, 2, "alpha", 1) if has_alpha else 1
+        out = t.out1(node)
+        if _is_number(b):
+            s = float(b) * float(alpha)
+            return t.add("binary_scalar", [t.ir(a)], [out], i0=BINARY.index(name), f0=s)[0]
+        if _is_number(a):
+            if alpha != 1:
+                raise Unsupported("alpha with a scalar first operand")
+            return t.add("binary_scalar", [t.ir(b)], [out], i0=BINARY.index(name), f0=float(a), i1=1)[0]
+        return t.add("binary", [t.ir(a), t.ir(b)], [out], i0=BINARY.index(name), f0=float(alpha))[0]
+    return lower
+
+
+for _name, _ops in {
+    "add": [aten.add.Tensor, aten.add.Scalar], "sub": [aten.sub.Tensor, aten.sub.Scalar],
+    "mul": [aten.mul.Tensor, aten.mul.Scalar], "div": [aten.div.Tensor, aten.div.Scalar],
+    "maximum": [aten.maximum.default], "minimum": [aten.minimum.default],
+    "pow": [aten.pow.Tensor_Scalar, aten.pow.Tensor_Tensor], "fmod": [aten.fmod.Tensor, aten.fmod.Scalar],
+    "eq": [aten.eq.Tensor, aten.eq.Scalar], "ne": [aten.ne.Tensor, aten.ne.Scalar],
+    "lt": [aten.lt.Tensor, aten.lt.Scalar], "le": [aten.le.Tensor, aten.le.Scalar],
+    "gt": [aten.gt.Tensor, aten.gt.Scalar], "ge": [aten.ge.Tensor, aten.ge.Scalar],
+    "logical_and": [aten.logical_and.default], "logical_or": [aten.logical_or.default],
+    "logical_xor": [aten.logical_xor.default],
+    "bitwise_and": [aten.bitwise_and.Tensor], "bitwise_or": [aten.bitwise_or.Tensor],
+    "bitwise_xor": [aten.bitwise_xor.Tensor],
+}.items():
+    for _op in _ops:
+        HANDLERS[_op] = _binary(_name, has_alpha=_name in ("add", "sub"))
+
+
+@handles(aten.where.self)
+def _where(t, node):
+    return t.add("where", [t.ir(x) for x in node.args[:3]], [t.out1(node)])[0]
+
+
+@handles(aten.clamp.default, aten.clamp_min.default, aten.clamp_max.default)
+def _clamp(t, node):
+    x = t.ir(node.args[0])
+    if node.target == aten.clamp_min.default:
+        lo, hi = node.args[1], None
+    elif node.target == aten.clamp_max.default:
+        lo, hi = None, node.args[1]
+    else:
+        lo, hi = _arg(node, 1, "min"), _arg(node, 2, "max")
+    out = t.out1(node)
+    for bound, name in ((lo, "maximum"), (hi, "minimum")):
+        if bound is None:
+            continue
+        if not _is_number(bound) or math.isnan(float(bound)):
+            raise Unsupported("clamp bound")
+        x = t.add("binary_scalar", [x], [out], i0=BINARY.index(name), f0=float(bound))[0]
+    return x
+
+
+@handles(aten._to_copy.default, prims.convert_element_type.default, aten.clone.default)
+def _copy(t, node):
+    device = node.kwargs.get("device")
+    val = _meta(node)
+    if device is not None and torch.device(device).type != _meta(node.args[0]).device.type:
+        raise Unsupported("device change")
+    if val.device.type != _meta(node.args[0]).device.type:
+        raise Unsupported("device change")
+    return t.add("copy", [t.ir(node.args[0])], [t.out1(node)])[0]
+
+
+@handles(aten.copy.default)
+def _copy_into(t, node):   # functional copy: the values of src in the shape/dtype of self
+    return t.add("copy", [t.ir(node.args[1])], [t.out1(node)])[0]
+
+
+@handles(aten.full.default, aten.scalar_tensor.default)
+def _full(t, node):
+    val = _meta(node)
+    if val.device.type == "cpu":
+        raise Unsupported("host tensor")
+    value = node.args[1] if node.target == aten.full.default else node.args[0]
+    if not _is_number(value):
+        raise Unsupported("symbolic fill value")
+    return t.add("fill", [], [t.out1(node)], f0=float(value))[0]
+
+
+# ---- views: computed on the IR layout of the operand
+def _layout(t: Translator, x) -> tuple[int, Layout]:
+    vid = t.ir(x)
+    return vid, t.layouts[vid]
+
+
+@handles(aten.view.default, aten._unsafe_view.default, aten.reshape.default)
+def _reshape(t, node):
+    vid, lay = _layout(t, node.args[0])
+    sizes = _static(_meta(node).shape)
+    if not lay.is_contiguous():
+        vid = t.add("copy", [vid], [(_ir_dtype(_meta(node.args[0])), list(lay.sizes))])[0]
+        lay = t.layouts[vid]
+    return t.view(vid, Layout(sizes, contiguous_strides(sizes), lay.offset))
+
+
+@handles(aten.permute.default)
+def _permute(t, node):
+    vid, lay = _layout(t, node.args[0])
+    dims = [d % len(lay.sizes) for d in node.args[1]]
+    return t.view(vid, Layout([lay.sizes[d] for d in dims], [lay.strides[d] for d in dims], lay.offset))
+
+
+@handles(aten.t.default, aten.transpose.int)
+def _transpose(t, node):
+    vid, lay = _layout(t, node.args[0])
+    n = len(lay.sizes)
+    if n < 2:
+        return t.view(vid, lay)
+    d0, d1 = (0, 1) if node.target == aten.t.default else (node.args[1] % n, node.args[2] % n)
+    sizes, strides = list(lay.sizes), list(lay.strides)
+    sizes[d0], sizes[d1] = sizes[d1], sizes[d0]
+    strides[d0], strides[d1] = strides[d1], strides[d0]
+    return t.view(vid, Layout(sizes, strides, lay.offset))
+
+
+@handles(aten.expand.default)
+def _expand(t, node):
+    vid, lay = _layout(t, node.args[0])
+    sizes = _static(_meta(node).shape)
+    lead = len(sizes) - len(lay.sizes)
+    strides = [0] * lead + [0 if (s != o) else st for s, o, st in zip(sizes[lead:], lay.sizes, lay.strides)]
+    return t.view(vid, Layout(sizes, strides, lay.offset))
+
+
+@handles(aten.unsqueeze.default)
+def _unsqueeze(t, node):
+    vid, lay = _layout(t, node.args[0])
+    d = node.args[1] % (len(lay.sizes) + 1)
+    stride = lay.strides[d] * lay.sizes[d] if d < len(lay.sizes) else 1
+    return t.view(vid, Layout(lay.sizes[:d] + [1] + lay.sizes[d:], lay.strides[:d] + [stride] + lay.strides[d:], lay.offset))
+
+
+@handles(aten.squeeze.dim, aten.squeeze.dims, aten.squeeze.default)
+def _squeeze(t, node):
+    vid, lay = _layout(t, node.args[0])
+    n = len(lay.sizes)
+    if node.target == aten.squeeze.default:
+        dims = set(range(n))
+    else:
+        arg = node.args[1]
+        dims = {d % max(n, 1) for d in (arg if isinstance(arg, (list, tuple)) else [arg])}
+    keep = [i for i in range(n) if not (i in dims and lay.sizes[i] == 1)]
+    return t.view(vid, Layout([lay.sizes[i] for i in keep], [lay.strides[i] for i in keep], lay.offset))
+
+
+@handles(aten.slice.Tensor)
+def _slice(t, node):
+    vid, lay = _layout(t, node.args[0])
+    dim = _arg(node, 1, "dim", 0) % len(lay.sizes)
+    start, end, step = _arg(node, 2, "start", None), _arg(node, 3, "end", None), _arg(node, 4, "step", 1)
+    start, end, step = slice(start, end, step).indices(lay.sizes[dim])
+    sizes, strides = list(lay.sizes), list(lay.strides)
+    sizes[dim] = max(0, (end - start + step - 1) // step)
+    strides[dim] = lay.strides[dim] * step
+    return t.view(vid, Layout(sizes, strides, lay.offset + start * lay.strides[dim]))
+
+
+@handles(aten.select.int)
+def _select(t, node):
+    vid, lay = _layout(t, node.args[0])
+    dim = node.args[1] % len(lay.sizes)
+    index = node.args[2] % lay.sizes[dim]
+    return t.view(vid, Layout(lay.sizes[:dim] + lay.sizes[dim + 1:], lay.strides[:dim] + lay.strides[dim + 1:],
+                              lay.offset + index * lay.strides[dim]))
+
+
+@handles(aten.split_with_sizes.default, aten.split.Tensor)
+def _split(t, node):
+    vid, lay = _layout(t, node.args[0])
+    dim = _arg(node, 2, "dim", 0) % len(lay.sizes)
+    pieces = [_static(v.shape)[dim] for v in _meta(node)]
+    views, start = {}, 0
+    for k, size in enumerate(pieces):
+        sizes = list(lay.sizes)
+        sizes[dim] = size
+        views[k] = t.view(vid, Layout(sizes, list(lay.strides), lay.offset + start * lay.strides[dim]))
+        start += size
+    return _Multi(views)
+
+
+@handles(aten.cat.default)
+def _cat(t, node):
+    tensors = node.args[0]
+    dim = _arg(node, 1, "dim", 0) % len(_meta(node).shape)
+    return t.add("concat", [t.ir(x) for x in tensors], [t.out1(node)], i0=dim)[0]
+
+
+@handles(aten.alias.default, aten.detach.default)
+def _alias(t, node):
+    vid, lay = _layout(t, node.args[0])
+    return t.view(vid, lay)
+
+
+# ---- matrix products
+@handles(aten.mm.default, aten.bmm.default)
+def _mm(t, node):
+    return t.add("matmul", [t.ir(node.args[0]), t.ir(node.args[1])], [t.out1(node)])[0]
+
+
+@handles(aten.addmm.default, aten.baddbmm.default)
+def _addmm(t, node):
+    beta, alpha = _arg(node, 3, "beta", 1), _arg(node, 4, "alpha", 1)
+    return t.add("addmm", [t.ir(x) for x in node.args[:3]], [t.out1(node)], f0=float(alpha), f1=float(beta))[0]
+
+
+# ---- reductions and normalisation
+def _reduce(kind):
+    def lower(t, node):
+        x = t.ir(node.args[0])
+        rank = len(t.layouts[x].sizes)
+        dims = _arg(node, 1, "dim", None)
+        if dims is None or (isinstance(dims, (list, tuple)) and len(dims) == 0):
+            dims = list(range(rank))
+        elif not isinstance(dims, (list, tuple)):
+            dims = [dims]
+        return t.add("reduce", [x], [t.out1(node)], i0=REDUCE.index(kind), dims=[d % max(rank, 1) for d in dims])[0]
+    return lower
+
+
+HANDLERS[aten.sum.dim_IntList] = _reduce("sum")
+HANDLERS[aten.sum.default] = _reduce("sum")
+HANDLERS[aten.mean.dim] = _reduce("mean")
+HANDLERS[aten.mean.default] = _reduce("mean")
+HANDLERS[aten.amax.default] = _reduce("max")
+HANDLERS[aten.amin.default] = _reduce("min")
+
+
+@handles(aten._softmax.default, aten._log_softmax.default)
+def _softmax(t, node):
+    x = t.ir(node.args[0])
+    dim = node.args[1] % len(t.layouts[x].sizes)
+    return t.add("softmax", [x], [t.out1(node)], i0=dim, i1=int(node.target == aten._log_softmax.default))[0]
+
+
+@handles(aten._softmax_backward_data.default, aten._log_softmax_backward_data.default)
+def _softmax_backward(t, node):
+    grad, out = t.ir(node.args[0]), t.ir(node.args[1])
+    dim = node.args[2] % len(t.layouts[grad].sizes)
+    return t.add("softmax_backward", [grad, out], [t.out1(node)], i0=dim,
+                 i1=int(node.target == aten._log_softmax_backward_data.default))[0]
+
+
+def _tuple_outs(node) -> list[tuple[str, list[int]] | None]:
+    outs = []
+    for v in _meta(node):
+        outs.append(None if v is None else (_ir_dtype(v), _static(v.shape)))
+    return outs
+
+
+@handles(aten.native_layer_norm.default)
+def _layer_norm(t, node):
+    x, shape, w, b, eps = node.args[:5]
+    inputs = [t.ir(x)]
+    mask = 0
+    if w is not None:
+        inputs.append(t.ir(w))
+        mask |= 1
+    if b is not None:
+        inputs.append(t.ir(b))
+        mask |= 2
+    vids = t.add("layer_norm", inputs, _tuple_outs(node), i0=len(shape), i1=mask, f0=float(eps))
+    return _Multi(enumerate(vids))
+
+
+@handles(aten.native_layer_norm_backward.default)
+def _layer_norm_backward(t, node):
+    grad, x, shape, mean, rstd, w, _b, output_mask = node.args[:8]
+    inputs = [t.ir(grad), t.ir(x), t.ir(mean), t.ir(rstd)]
+    mask = 0
+    outs = []
+    for k, (want, spec) in enumerate(zip(output_mask, _tuple_outs(node))):
+        if want and spec is not None:
+            mask |= 1 << k
+            outs.append((k, spec))
+    if w is not None:
+        inputs.append(t.ir(w))
+        mask |= 8
+    vids = t.add("layer_norm_backward", inputs, [s for _, s in outs], i0=len(shape), i1=mask)
+    return _Multi({k: v for (k, _), v in zip(outs, vids)})
+
+
+def _activation_grad(kind_of):
+    def lower(t, node):
+        grad, x = t.ir(node.args[0]), t.ir(node.args[1])
+        kind, threshold = kind_of(node)
+        return t.add("activation_backward", [grad, x], [t.out1(node)], i0=ACTIVATION_GRAD.index(kind),
+                     f0=float(threshold))[0]
+    return lower
+
+
+HANDLERS[aten.gelu_backward.default] = _activation_grad(
+    lambda n: ("gelu_tanh" if _arg(n, 2, "approximate", "none") == "tanh" else "gelu", 0.0))
+HANDLERS[aten.silu_backward.default] = _activation_grad(lambda n: ("silu", 0.0))
+HANDLERS[aten.sigmoid_backward.default] = _activation_grad(lambda n: ("sigmoid", 0.0))
+HANDLERS[aten.tanh_backward.default] = _activation_grad(lambda n: ("tanh", 0.0))
+HANDLERS[aten.threshold_backward.default] = _activation_grad(lambda n: ("threshold", n.args[2]))
+
+
+def _attention_handlers():
+    from . import attention  # noqa: F401  (registers the trnsim:: operators)
+
+    @handles(torch.ops.trnsim.flash_attention.default)
+    def _attention(t, node):
+        q, k, v, scale, causal = node.args
+        vids = t.add("attention", [t.ir(q), t.ir(k), t.ir(v)], _tuple_outs(node), i0=int(causal), f0=float(scale))
+        return _Multi(enumerate(vids))
+
+    @handles(torch.ops.trnsim.flash_attention_backward.default)
+    def _attention_backward(t, node):
+        *tensors, scale, causal = node.args
+        vids = t.add("attention_backward", [t.ir(x) for x in tensors], _tuple_outs(node), i0=int(causal),
+                     f0=float(scale))
+        return _Multi(enumerate(vids))
+
+
+_attention_handlers()
+
+
+@handles(operator.getitem)
+def _getitem(t, node):
+    src = t.values.get(node.args[0])
+    if isinstance(src, _Multi) and node.args[1] in src:
+        return src[node.args[1]]
+    raise Unsupported("getitem of a host value")

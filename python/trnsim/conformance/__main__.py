@@ -1,0 +1,5 @@
+import sys
+
+from trnsim.conformance.command import main
+
+sys.exit(main())

@@ -1,0 +1,256 @@
+#include "aten/native/launch.h"
+#include "aten/native/util.h"
+
+#include <ATen/ops/from_blob.h>
+#include <c10/util/Exception.h>
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include "runtime/devices.h"
+#include "runtime/streams.h"
+
+namespace trnsim::neuron {
+namespace {
+
+// Heterogeneous lookup: the key is probed as a string_view of the Launch's byte buffer.
+struct KeyHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const noexcept { return std::hash<std::string_view>{}(s); }
+};
+
+struct KernelCache {
+    std::mutex mutex;
+    std::unordered_map<std::string, std::unique_ptr<Program>, KeyHash, std::equal_to<>> programs;
+};
+
+KernelCache& cache() {
+    static auto* c = new KernelCache();   // leaked: programs may run during static destruction
+    return *c;
+}
+
+struct LaunchTrace {
+    std::mutex mutex;
+    bool enabled = false;
+    std::vector<LaunchSlice> slices;
+};
+
+LaunchTrace& trace() {
+    static auto* t = new LaunchTrace();
+    return *t;
+}
+
+// Raises unless every value of an int64 tensor fits in i32 (the kernels read only the low words).
+void check_int32_range(const at::Tensor& t) {
+    const auto* base = static_cast<const int64_t*>(t.const_data_ptr());
+    const int64_t ndim = t.dim();
+    c10::SmallVector<int64_t, 6> index(ndim, 0);
+    const auto sizes = t.sizes();
+    const auto strides = t.strides();
+    for (int64_t n = t.numel(); n > 0; --n) {
+        int64_t pos = 0;
+        for (int64_t d = 0; d < ndim; ++d) pos += index[d] * strides[d];
+        const int64_t v = base[pos];
+        TORCH_CHECK(v >= INT32_MIN && v <= INT32_MAX, "trnsim: int64 value ", v,
+                    " does not fit the device's 32-bit integers (neuron kernels read int64 tensors as i32)");
+        for (int64_t d = ndim - 1; d >= 0; --d) {
+            if (++index[d] < sizes[d]) break;
+            index[d] = 0;
+        }
+    }
+}
+
+ops::TensorDesc desc_of(const at::Tensor& t, uint8_t arg) {
+    ops::TensorDesc d;
+    d.arg = arg;
+    const bool wide = t.scalar_type() == c10::kLong;
+    d.dtype = *device_dtype(t.scalar_type());
+    d.sizes.assign(t.sizes().begin(), t.sizes().end());
+    d.strides.assign(t.strides().begin(), t.strides().end());
+    if (wide)
+        for (int64_t& s : d.strides) s *= 2;
+    d.offset = 0;
+    return d;
+}
+
+uint64_t address_of(Device& dev, const at::Tensor& t) {
+    return dev.device_addr(t.storage().data()) + static_cast<uint64_t>(t.storage_offset()) * t.element_size();
+}
+
+// The high 32-bit words of an int64 tensor, as an i32 tensor over the same memory.
+at::Tensor high_words(const at::Tensor& t) {
+    c10::SmallVector<int64_t, 6> strides(t.strides().begin(), t.strides().end());
+    for (int64_t& s : strides) s *= 2;
+    return at::from_blob(static_cast<char*>(t.data_ptr()) + sizeof(int32_t), t.sizes(), strides,
+                         at::TensorOptions().dtype(c10::kInt).device(t.device()));
+}
+
+void zero_high_words(const at::Tensor& t) {
+    at::Tensor high = high_words(t);
+    Launch z("zero_high_words");
+    z.out(high);
+    z.run([](KernelBuilder& kb, const Descs& d) { ops::fill(kb, d[0], 0.0f); });
+}
+
+}  // namespace
+
+std::optional<DType> device_dtype(c10::ScalarType t) {
+    switch (t) {
+        case c10::kFloat: return DType::f32;
+        case c10::kBFloat16: return DType::bf16;
+        case c10::kHalf: return DType::f16;
+        case c10::kFloat8_e4m3fn: return DType::fp8_e4m3;
+        case c10::kFloat8_e5m2: return DType::fp8_e5m2;
+        case c10::kInt: return DType::i32;
+        case c10::kLong: return DType::i32;
+        case c10::kByte: return DType::u8;
+        case c10::kBool: return DType::boolean;
+        default: return std::nullopt;
+    }
+}
+
+bool kernel_dtypes(std::initializer_list<const at::Tensor*> ts) {
+    for (const at::Tensor* t : ts)
+        if (!t->is_privateuseone() || !device_dtype(t->scalar_type())) return false;
+    return true;
+}
+
+Launch::Launch(const char* op) : op_(op) { add_bytes(op, std::strlen(op) + 1); }
+
+void Launch::add_bytes(const void* p, size_t n) {
+    const char* c = static_cast<const char*>(p);
+    key_.append(c, c + n);
+}
+
+uint8_t Launch::in(const at::Tensor& t) {
+    TORCH_CHECK(args_.size() < 255, "trnsim: too many kernel arguments for ", op_);
+    // Timing-only mode has no values to check.
+    if (t.scalar_type() == c10::kLong && !timing_only()) check_int32_range(t);
+    args_.push_back({&t, false});
+    const uint8_t header[2] = {static_cast<uint8_t>(t.scalar_type()), static_cast<uint8_t>(t.dim())};
+    add_bytes(header, 2);
+    add_bytes(t.sizes().data(), t.dim() * sizeof(int64_t));
+    add_bytes(t.strides().data(), t.dim() * sizeof(int64_t));
+    return static_cast<uint8_t>(args_.size());
+}
+
+uint8_t Launch::out(const at::Tensor& t) {
+    if (t.numel() == 0) empty_output_ = true;
+    TORCH_CHECK(args_.size() < 255, "trnsim: too many kernel arguments for ", op_);
+    args_.push_back({&t, true});
+    const uint8_t header[2] = {static_cast<uint8_t>(t.scalar_type()), static_cast<uint8_t>(t.dim() | 0x80)};
+    add_bytes(header, 2);
+    add_bytes(t.sizes().data(), t.dim() * sizeof(int64_t));
+    add_bytes(t.strides().data(), t.dim() * sizeof(int64_t));
+    return static_cast<uint8_t>(args_.size());
+}
+
+Launch& Launch::scalar(double v) {
+    add_bytes(&v, sizeof v);
+    return *this;
+}
+
+Launch& Launch::scalar(int64_t v) {
+    add_bytes(&v, sizeof v);
+    return *this;
+}
+
+const Program* Launch::cached() {
+    // Which arguments share a storage: one byte per pair that does.
+    const size_t n = args_.size();
+    uint8_t aliasing = 0;
+    for (size_t i = 0; i < n; ++i)
+        for (size_t j = i + 1; j < n; ++j)
+            if (args_[i].tensor->storage().is_alias_of(args_[j].tensor->storage())) aliasing = 1;
+    add_bytes(&aliasing, 1);
+    KernelCache& c = cache();
+    std::lock_guard<std::mutex> lock(c.mutex);
+    auto it = c.programs.find(std::string_view(key_.data(), key_.size()));
+    return it == c.programs.end() ? nullptr : it->second.get();
+}
+
+Descs Launch::descs() const {
+    Descs d;
+    d.reserve(args_.size());
+    for (size_t i = 0; i < args_.size(); ++i) d.push_back(desc_of(*args_[i].tensor, static_cast<uint8_t>(i + 1)));
+    return d;
+}
+
+KernelBuilder Launch::builder() const {
+    KernelBuilder kb(chip(), op_, device(args_.front().tensor->device().index()).core().memory().hbm_size());
+    kb.set_args_may_alias(key_.back() != 0);   // the aliasing byte cached() appended last
+    return kb;
+}
+
+const Program* Launch::insert(KernelBuilder& kb) {
+    auto prog = std::make_unique<Program>(kb.finish());
+    KernelCache& c = cache();
+    std::lock_guard<std::mutex> lock(c.mutex);
+    auto [it, inserted] = c.programs.try_emplace(std::string(key_.data(), key_.size()), std::move(prog));
+    return it->second.get();
+}
+
+void Launch::launch(const Program& prog) {
+    const c10::DeviceIndex index = args_.front().tensor->device().index();
+    for (const Arg& a : args_)
+        TORCH_CHECK(a.tensor->is_privateuseone() && a.tensor->device().index() == index, "trnsim: ", op_,
+                    " expects every tensor on neuron:", int(index), ", got one on ", a.tensor->device());
+    thread_local std::vector<uint64_t> addresses;
+    RunStats stats;
+    run_on_current_stream(index, [&](Device& dev) {
+        addresses.clear();
+        for (const Arg& a : args_) addresses.push_back(address_of(dev, *a.tensor));
+        stats = dev.launch(prog, addresses);
+    });
+    LaunchTrace& t = trace();
+    if (t.enabled) {
+        std::lock_guard<std::mutex> lock(t.mutex);
+        t.slices.push_back({prog.name, int(index), stats.start_ps, stats.end_ps, stats.instructions, stats.flops,
+                            stats.hbm_bytes});
+    }
+    // int64 outputs: zero the high words (index results are non-negative).
+    for (const Arg& a : args_)
+        if (a.is_output && a.tensor->scalar_type() == c10::kLong) zero_high_words(*a.tensor);
+}
+
+size_t kernel_cache_size() {
+    KernelCache& c = cache();
+    std::lock_guard<std::mutex> lock(c.mutex);
+    return c.programs.size();
+}
+
+void set_launch_trace(bool enabled) {
+    LaunchTrace& t = trace();
+    std::lock_guard<std::mutex> lock(t.mutex);
+    t.enabled = enabled;
+}
+
+std::vector<LaunchSlice> take_launch_trace() {
+    LaunchTrace& t = trace();
+    std::lock_guard<std::mutex> lock(t.mutex);
+    return std::exchange(t.slices, {});
+}
+
+}  // namespace trnsim::neuron
+
+namespace trnsim::neuron {
+
+double host_scalar_value(const at::Tensor& t) {
+    const void* p = t.const_data_ptr();
+    switch (t.scalar_type()) {
+        case c10::kDouble: return *static_cast<const double*>(p);
+        case c10::kFloat: return *static_cast<const float*>(p);
+        case c10::kLong: return static_cast<double>(*static_cast<const int64_t*>(p));
+        case c10::kInt: return *static_cast<const int32_t*>(p);
+        case c10::kBool: return *static_cast<const bool*>(p) ? 1.0 : 0.0;
+        case c10::kHalf: return static_cast<float>(*static_cast<const c10::Half*>(p));
+        case c10::kBFloat16: return static_cast<float>(*static_cast<const c10::BFloat16*>(p));
+        default: return t.item<double>();
+    }
+}
+
+}  // namespace trnsim::neuron

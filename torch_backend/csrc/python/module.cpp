@@ -1,0 +1,61 @@
+// trnsim._C: the Python face of the neuron backend. Importing it registers
+// everything (static initializers in the other translation units); the
+// functions here serve python/trnsim/neuron.
+#include <ATen/Context.h>
+#include <torch/csrc/Generator.h>
+#include <torch/csrc/utils/device_lazy_init.h>
+#include <torch/csrc/utils/pybind.h>
+
+#include "aten/fallback.h"
+#include "aten/native/launch.h"
+#include "python/compiler_bindings.h"
+#include "python/profiler_bindings.h"
+#include "runtime/devices.h"
+#include "runtime/generator.h"
+
+namespace py = pybind11;
+using namespace trnsim::neuron;
+
+PYBIND11_MODULE(_C, m) {
+    m.doc() = "trnsim PyTorch backend: the 'neuron' device";
+
+    m.def("_init", [] {
+        torch::utils::register_fork_handler_for_device_init(at::kPrivateUse1);
+        at::globalContext().lazyInitDevice(c10::DeviceType::PrivateUse1);
+    });
+    m.def("_device_count", [] { return static_cast<int>(device_count()); });
+    m.def("_current_device", [] { return static_cast<int>(current_device()); });
+    m.def("_set_device", [](int index) { set_current_device(static_cast<c10::DeviceIndex>(index)); });
+    m.def("_exchange_device", [](int index) {
+        int old = current_device();
+        if (index >= 0) set_current_device(static_cast<c10::DeviceIndex>(index));
+        return old;
+    });
+    m.def("_chip_name", [] { return chip().name; });
+    m.def("_timing_only", [] { return timing_only(); });
+    m.def("_set_timing_only", [](bool on) {
+        set_exec_mode(on ? trnsim::ExecMode::TimingOnly : trnsim::ExecMode::Functional);
+    });
+    m.def("_any_device_created", [] { return any_device_created(); });
+    m.def("_get_default_generator", [](int index) {
+        const at::Generator& gen = default_generator(static_cast<c10::DeviceIndex>(index));
+        return py::reinterpret_steal<py::object>(THPGenerator_initDefaultGenerator(gen));
+    });
+    m.def("_device_time_ps", [](int index) {
+        return device(static_cast<c10::DeviceIndex>(index)).now_ps();
+    });
+    m.def("_fallback_ops", [] { return fallback_counts(); });
+    m.def("_reset_fallback_ops", [] { reset_fallback_counts(); });
+    m.def("_kernel_cache_size", [] { return kernel_cache_size(); });
+    m.def("_set_launch_trace", [](bool enabled) { set_launch_trace(enabled); });
+    // Kernel launches since tracing was enabled: (program, device, start_ps, end_ps,
+    // instructions, flops, hbm_bytes), in launch order.
+    m.def("_take_launch_trace", [] {
+        py::list out;
+        for (const LaunchSlice& s : take_launch_trace())
+            out.append(py::make_tuple(s.name, s.device, s.start_ps, s.end_ps, s.instructions, s.flops, s.hbm_bytes));
+        return out;
+    });
+    init_profiler_bindings(m);
+    init_compiler_bindings(m);
+}
