@@ -5,6 +5,8 @@
 #include "ops_test_util.h"
 
 #include <cmath>
+#include <cstdio>
+#include <functional>
 
 using namespace trnsim;
 using namespace trnsim::ops_test;
@@ -377,5 +379,215 @@ TEST_F(OpsPointwise, ActivationBackwardMatchesDerivatives) {
             for (size_t i = 0; i < lx.size(); ++i) ref.push_back(lg[i] * deriv(op, lx[i]));
             expect_close(get(gi), ref, dt, ("activation_backward " + std::to_string(int(op))).c_str(), 2e-6, 2e-5);
         }
+    }
+}
+
+// Operands constant along the innermost dim: a 0-d tensor on either side (a per-partition scalar
+// operand, with and without alpha), [N,1] against [C] and the reverse, a [C] row and an [N,1]
+// column against [N,C], and a general broadcast; shapes that need several and remainder tiles.
+TEST_F(OpsPointwise, BinaryInnerBroadcastsMatchReference) {
+    const Binary ops_list[] = {Binary::add, Binary::sub, Binary::div, Binary::pow, Binary::maximum, Binary::lt,
+                               Binary::eq, Binary::logical_and};
+    struct Shapes {
+        std::vector<int64_t> a, b, out;
+    };
+    const std::vector<int64_t> big = {150, 300};
+    const Shapes shapes[] = {{big, {}, big},          {{}, big, big},         {{150, 1}, {300}, big},
+                             {{300}, {150, 1}, big},  {big, {300}, big},      {{150, 1}, big, big},
+                             {{7, 1, 5}, {1, 13, 1}, {7, 13, 5}}};
+    {   // a 0-d bf16 operand is a per-partition f32 scalar: one input stream, no tensor_tensor
+        KernelBuilder kb = builder("mul");
+        ops::binary(kb, Binary::mul, view(1, DType::bf16, big), view(2, DType::bf16, {}), view(3, DType::bf16, big));
+        const Program prog = kb.finish();
+        int scalar_ops = 0;
+        for (const Instruction& ins : prog.instrs) {
+            EXPECT_NE(ins.op, Opcode::tensor_tensor);
+            scalar_ops += ins.op == Opcode::tensor_scalar && (ins.flags & F_S0_AP) && (ins.flags & F_REVERSE0);
+        }
+        EXPECT_GT(scalar_ops, 0);
+    }
+    for (DType dt : {DType::f32, DType::bf16}) {
+        for (const Shapes& sh : shapes) {
+            for (Binary op : ops_list) {
+                for (float alpha : {1.0f, -0.75f}) {
+                    if (alpha != 1.0f && op != Binary::add && op != Binary::sub) continue;
+                    const TensorDesc a = view(2, dt, sh.a), b = view(3, dt, sh.b), out = view(1, dt, sh.out);
+                    std::vector<float> x = put_random(a, op == Binary::pow ? 0.2f : -2.0f, 2.0f);
+                    std::vector<float> y = put_random(b, op == Binary::pow ? -1.5f : -2.0f, 2.0f);
+                    if (op == Binary::eq || op == Binary::logical_and) {   // small integers: ties and zeros
+                        for (float& v : x) v = std::round(v);
+                        for (float& v : y) v = std::round(v);
+                        x = put(a, x), y = put(b, y);
+                    }
+                    poison(out);
+                    KernelBuilder kb = builder("binary");
+                    ops::binary(kb, op, out, a, b, alpha);
+                    run(kb);
+                    const std::vector<float> la = logical(a, x, out.sizes), lb = logical(b, y, out.sizes);
+                    std::vector<double> ref;
+                    for (size_t i = 0; i < la.size(); ++i) {
+                        const double bv = alpha != 1.0f ? float(alpha * lb[i]) : lb[i];
+                        ref.push_back(round_to(float(binary_ref(op, la[i], bv)), dt));
+                    }
+                    expect_close(get(out), ref, dt,
+                                 ("binary op " + std::to_string(int(op)) + " " + a.str() + " " + b.str()).c_str(),
+                                 1e-5, 1e-5);
+                }
+            }
+        }
+    }
+}
+
+// Integer operands: a 0-d i32 scalar in bitwise ops (an integer per-partition scalar), and
+// [N,1] == [C] label comparisons (one-hot masks) with a boolean output.
+TEST_F(OpsPointwise, IntegerInnerBroadcasts) {
+    const TensorDesc ia = view(2, DType::i32, {200, 300}), is = view(3, DType::i32, {});
+    const TensorDesc io = view(1, DType::i32, {200, 300});
+    std::vector<float> u(span(ia));
+    for (size_t i = 0; i < u.size(); ++i) u[i] = float((i * 37) % 1000);
+    put(ia, u);
+    put(is, {181.0f});
+    for (Binary op : {Binary::bitwise_and, Binary::bitwise_or, Binary::bitwise_xor}) {
+        for (bool scalar_first : {false, true}) {
+            KernelBuilder kb = builder("bitwise");
+            if (scalar_first) ops::binary(kb, op, io, is, ia);
+            else ops::binary(kb, op, io, ia, is);
+            run(kb);
+            std::vector<double> ref;
+            for (float v : u) ref.push_back(binary_ref(op, v, 181.0));
+            expect_close(get(io), ref, DType::f32, "bitwise with a 0-d operand", 0, 0);
+        }
+    }
+    const TensorDesc labels = view(2, DType::i32, {333, 1}), classes = view(3, DType::i32, {517});
+    const TensorDesc mask = view(1, DType::boolean, {333, 517});
+    std::vector<float> lv(333), cv(517);
+    for (size_t i = 0; i < lv.size(); ++i) lv[i] = float((i * 101) % 517);
+    for (size_t i = 0; i < cv.size(); ++i) cv[i] = float(i);
+    put(labels, lv);
+    put(classes, cv);
+    KernelBuilder kb = builder("eq");
+    ops::binary(kb, Binary::eq, mask, labels, classes);
+    run(kb);
+    std::vector<double> ref;
+    for (float l : lv)
+        for (float c : cv) ref.push_back(l == c);
+    expect_close(get(mask), ref, DType::f32, "labels == classes", 0, 0);
+}
+
+// A [C] row over many row tiles is loaded once and stays resident; where and unary read
+// broadcast views (a masked fill with a 0-d value, exp of an expanded row).
+TEST_F(OpsPointwise, ResidentRowWhereAndUnaryOnBroadcastViews) {
+    const std::vector<int64_t> shape = {2000, 700};
+    const TensorDesc a = view(2, DType::f32, shape), row = view(3, DType::f32, {700}), out = view(1, DType::f32, shape);
+    std::vector<float> x = put_random(a), r = put_random(row);
+    KernelBuilder kb = builder("add_row");
+    ops::binary(kb, Binary::add, out, a, row);
+    Program prog = kb.finish();
+    uint64_t row_elems = 0, a_elems = 0;
+    for (const Instruction& ins : prog.instrs) {
+        if (ins.op != Opcode::dma_copy || ins.src0.space != MemSpace::HBM) continue;
+        (ins.src0.arg == row.arg ? row_elems : a_elems) += ins.src0.elems();
+    }
+    EXPECT_EQ(a_elems, 2000u * 700u);
+    // One [128, 700] load for the full row tiles, one for the remainder tile.
+    EXPECT_LE(row_elems, 2u * 128u * 700u) << "the row should stay resident across row tiles";
+    uint64_t args[3] = {base(1), base(2), base(3)};
+    core.run(prog, nullptr, args, 3);
+    const std::vector<float> got = get(out);
+    for (int64_t i = 0; i < 2000; i += 7)
+        for (int64_t j = 0; j < 700; ++j) ASSERT_EQ(got[i * 700 + j], x[i * 700 + j] + r[j]) << i << "," << j;
+
+    const TensorDesc cond = view(2, DType::boolean, {40, 50}), src = view(3, DType::f32, {40, 50});
+    const TensorDesc fillv = view(4, DType::bf16, {}), wout = view(1, DType::f32, {40, 50});
+    std::vector<float> c(2000), s = put_random(src);
+    for (size_t i = 0; i < c.size(); ++i) c[i] = (i * 7) % 3 == 0;
+    put(cond, c);
+    put(fillv, {-3.5f});
+    KernelBuilder kw = builder("where");
+    ops::where(kw, wout, cond, fillv, src);
+    run(kw);
+    std::vector<double> wref;
+    for (size_t i = 0; i < c.size(); ++i) wref.push_back(c[i] != 0 ? -3.5 : s[i]);
+    expect_close(get(wout), wref, DType::f32, "where with a 0-d value", 0, 0);
+
+    const TensorDesc expanded = view(3, DType::f32, {300, 700}, {0, 1}), eout = view(1, DType::f32, {300, 700});
+    std::vector<float> e = put_random(expanded);
+    KernelBuilder ke = builder("exp");
+    ops::unary(ke, Unary::exp, eout, expanded);
+    run(ke);
+    std::vector<double> eref;
+    for (int64_t i = 0; i < 300; ++i)
+        for (int64_t j = 0; j < 700; ++j) eref.push_back(std::exp(double(e[j])));
+    expect_close(get(eout), eref, DType::f32, "exp of an expanded row", 1e-5, 2e-6);
+}
+
+// Broadcast operands are loaded once per distinct piece (stride-0 DMA replication into the
+// partitions, or one value per partition) instead of element by element, so a broadcast op
+// costs about what a same-shape op of the output's size costs.
+TEST_F(OpsPointwise, BroadcastOperandsCostAboutASameShapeOp) {
+    auto time_of = [&](const std::function<void(KernelBuilder&)>& emit) {
+        KernelBuilder kb(chip, "bcast", 1ull << 30);
+        emit(kb);
+        Program prog = kb.finish();
+        NeuronCore timing(chip, ExecMode::TimingOnly, 1ull << 30);
+        std::vector<uint64_t> args(prog.num_args());
+        for (size_t i = 0; i < args.size(); ++i) args[i] = (i + 1) * (64ull << 20);
+        return timing.run(prog, nullptr, args.data(), args.size()).duration_ps();
+    };
+    const std::vector<int64_t> shape = {512, 256};
+    auto same_shape = [&](Binary op, DType in_dt, DType out_dt) {
+        return time_of([&](KernelBuilder& kb) {
+            ops::binary(kb, op, view(1, out_dt, shape), view(2, in_dt, shape), view(3, in_dt, shape));
+        });
+    };
+    const int64_t add_f32 = same_shape(Binary::add, DType::f32, DType::f32);
+    const int64_t add_bf16 = same_shape(Binary::add, DType::bf16, DType::bf16);
+    const int64_t eq_i32 = same_shape(Binary::eq, DType::i32, DType::boolean);
+    struct Case {
+        const char* name;
+        int64_t reference;
+        std::function<void(KernelBuilder&)> emit;
+    };
+    const Case cases[] = {
+        {"[512,256] * 0-dim f32", add_f32,
+         [&](KernelBuilder& kb) {
+             ops::binary(kb, Binary::mul, view(1, DType::f32, shape), view(2, DType::f32, shape),
+                         view(3, DType::f32, {}));
+         }},
+        {"0-dim - [512,256] bf16, alpha 2", add_bf16,
+         [&](KernelBuilder& kb) {
+             ops::binary(kb, Binary::sub, view(1, DType::bf16, shape), view(2, DType::bf16, {}),
+                         view(3, DType::bf16, shape), 2.0f);
+         }},
+        {"[512,1] == [256] i32", eq_i32,
+         [&](KernelBuilder& kb) {
+             ops::binary(kb, Binary::eq, view(1, DType::boolean, shape), view(2, DType::i32, {512, 1}),
+                         view(3, DType::i32, {256}));
+         }},
+        {"[512,256] + [256] f32", add_f32,
+         [&](KernelBuilder& kb) {
+             ops::binary(kb, Binary::add, view(1, DType::f32, shape), view(2, DType::f32, shape),
+                         view(3, DType::f32, {256}));
+         }},
+        {"[512,256] * [512,1] f32", add_f32,
+         [&](KernelBuilder& kb) {
+             ops::binary(kb, Binary::mul, view(1, DType::f32, shape), view(2, DType::f32, shape),
+                         view(3, DType::f32, {512, 1}));
+         }},
+        {"where([512,256], [512,256], 0-dim) f32", add_f32,
+         [&](KernelBuilder& kb) {
+             ops::where(kb, view(1, DType::f32, shape), view(2, DType::boolean, shape), view(3, DType::f32, shape),
+                        view(4, DType::f32, {}));
+         }},
+        {"exp of [256] expanded to [512,256] f32", add_f32,
+         [&](KernelBuilder& kb) {
+             ops::unary(kb, Unary::exp, view(1, DType::f32, shape), view(2, DType::f32, shape, {0, 1}));
+         }},
+    };
+    for (const Case& c : cases) {
+        const int64_t t = time_of(c.emit);
+        std::printf("%-42s %9.2f us (same-shape %.2f us)\n", c.name, t / 1e6, c.reference / 1e6);
+        EXPECT_LT(t, 3 * c.reference) << c.name << ": " << t / 1e6 << " us vs same-shape " << c.reference / 1e6
+                                      << " us";
     }
 }

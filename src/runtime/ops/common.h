@@ -175,13 +175,21 @@ uint32_t column_budget(const ChipConfig& chip, uint64_t bytes_per_column, int de
 bool is_float(DType t);
 
 // The standard elementwise kernel: for every tile of out's shape, loads each input (broadcast
-// to out's shape, in its own dtype) into SBUF, calls body with [P, F] views of the inputs, of
-// out's tile (out's dtype) and of 'ntmp' fp32 scratch tiles, then stores out's tile. Tiles are
-// triple buffered; an empty out emits nothing.
+// to out's shape) into SBUF, calls body with views of the inputs, of out's tile ([P, F], out's
+// dtype) and of 'ntmp' fp32 scratch tiles ([P, F]), then stores out's tile. Tiles are triple
+// buffered; an empty out emits nothing. An input is loaded only along the columns it varies
+// along and its view re-expands it with stride-0 dims ([P, F] elements in all, possibly several
+// free dims); a piece already loaded by the previous tile is not loaded again. An input with
+// one value per partition in every tile is kept as f32 when it is a float (in its own dtype
+// otherwise); other inputs keep their own dtype.
 using ElementwiseBody = std::function<void(const std::vector<AccessPattern>& in, const AccessPattern& out,
                                            const std::vector<AccessPattern>& tmp)>;
 void run_elementwise(KernelBuilder& kb, const std::string& op, const TensorDesc& out,
                      std::initializer_list<const TensorDesc*> ins, int ntmp, const ElementwiseBody& body);
+// Whether an input view of run_elementwise holds one value per partition (stride 0 along every
+// free dim), and that value as a [P, 1] view (a per-partition scalar operand when f32).
+bool is_partition_scalar(const AccessPattern& v);
+AccessPattern partition_scalar(const AccessPattern& v);
 
 // Emits a select with an immediate else-value: dst = mask != 0 ? on_true : value.
 void select_imm(KernelBuilder& kb, const AccessPattern& dst, const AccessPattern& mask, const AccessPattern& on_true,

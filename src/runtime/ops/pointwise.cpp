@@ -195,8 +195,29 @@ void binary(KernelBuilder& kb, Binary op, const TensorDesc& out, const TensorDes
     check_bitwise_dtypes("binary", op, {&out, &a, &b});
     const bool scaled = alpha != 1.0f;
     if (scaled && op != Binary::add && op != Binary::sub) fail("binary", "alpha is only defined for add and sub");
+    // An operand with one value per partition becomes tensor_scalar's per-partition scalar (one
+    // input stream instead of two); the scalar must be f32, or an integer for bitwise ops.
+    auto scalar_operand = [&](const AccessPattern& v) {
+        return is_partition_scalar(v) && (is_bitwise(op) ? !is_float(v.dtype) : v.dtype == DType::f32);
+    };
     run_elementwise(kb, "binary", out, {&a, &b}, scaled ? 1 : 0, [&](auto& x, auto& y, auto& tmp) {
-        if (scaled) {
+        if (scalar_operand(x[1])) {
+            AccessPattern s = partition_scalar(x[1]);
+            if (scaled) {
+                const AccessPattern scaled_s = partition_scalar(tmp[0]);
+                kb.tensor_scalar(scaled_s, s, AluOp::mul, alpha);
+                s = scaled_s;
+            }
+            kb.tensor_scalar_ex(y, x[0], alu, 0.0f, &s, AluOp::bypass, 0.0f, nullptr);
+        } else if (scalar_operand(x[0])) {
+            const AccessPattern s = partition_scalar(x[0]);
+            if (scaled) {   // s + alpha b or s - alpha b
+                kb.tensor_scalar_ex(y, x[1], AluOp::mul, op == Binary::sub ? -alpha : alpha, nullptr, AluOp::add, 0.0f,
+                                    &s);
+            } else {
+                kb.tensor_scalar_ex(y, x[1], alu, 0.0f, &s, AluOp::bypass, 0.0f, nullptr, F_REVERSE0);
+            }
+        } else if (scaled) {
             kb.tensor_scalar(tmp[0], x[1], AluOp::mul, alpha);
             kb.tensor_tensor(y, x[0], tmp[0], alu);
         } else {
