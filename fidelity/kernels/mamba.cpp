@@ -3,6 +3,9 @@
 // delta, u, out: [batch, channels, seq]; A: [channels, state]; B, C: [batch, state, seq]; fp32.
 // Channels map to partitions in tiles of 128. ScalarE computes exp(delta * A) (activation with a
 // per-partition scale), VectorE the products, the scan (tensor_tensor_scan) and the accumulation.
+// B and C rows are broadcast across partitions the way the compiler lowers nl.broadcast_to (see
+// RowBroadcast).
+#include <algorithm>
 #include <vector>
 
 #include "common.h"
@@ -15,7 +18,7 @@ namespace {
 constexpr uint32_t P = 128;
 
 struct MambaTensors {
-    HbmTensor delta, u, A, B, C, out, spill;
+    HbmTensor delta, u, A, B, C, out;
 };
 
 MambaTensors mamba_tensors(HbmArena& hbm, const MambaShape& s) {
@@ -26,30 +29,64 @@ MambaTensors mamba_tensors(HbmArena& hbm, const MambaShape& s) {
     t.B = HbmTensor::make(hbm, DType::f32, uint64_t(s.batch) * s.state, s.seq);
     t.C = HbmTensor::make(hbm, DType::f32, uint64_t(s.batch) * s.state, s.seq);
     t.out = HbmTensor::make(hbm, DType::f32, uint64_t(s.batch) * s.channels, s.seq);
-    t.spill = HbmTensor::make(hbm, DType::f32, s.channels, s.seq);
     return t;
 }
 
-// Row 'row' of B or C, [1, n] from column c0, broadcast to all 128 partitions (partition stride 0).
-AccessPattern broadcast_row(const HbmTensor& t, uint64_t row, uint64_t c0, uint32_t n) {
-    AccessPattern ap = t.tile(row, P, c0, n);
-    ap.partition_stride = 0;
-    return ap;
-}
+constexpr uint32_t kPsumBankFp32 = 512;   // one 2 KiB PSUM bank of fp32 per partition
+
+// nl.broadcast_to of a [1, n] row of B or C across the 128 partitions, lowered as the profiles of
+// fused_mamba.rst show it (TensorE activity in kernels without a matmul): the row is loaded onto
+// one partition and multiplied by a row of ones on the TensorE, one PSUM bank (512 fp32 columns)
+// at a time. A row of up to 512 columns is read by VectorE straight from PSUM; a longer one does
+// not fit a PSUM tile (one bank) and is copied bank by bank into an SBUF tile on VectorE. Those
+// copies are why v2 (whole-sequence tiles) runs ~1.33x v3 (512-column tiles) at seq 1024-6144
+// with the same instructions otherwise (fused_mamba.rst scaling table).
+struct RowBroadcast {
+    Tile ones;                  // [1, 128] of 1.0: the stationary operand
+    Rotation staging;           // [1, 512] rows for broadcasts read from PSUM
+    PsumRotation banks;
+    RowBroadcast(KernelBuilder& kb)
+        : ones(kb.alloc_sbuf(1, {P}, DType::f32)), staging(kb, 4, 1, {kPsumBankFp32}, DType::f32),
+          banks(kb, 8, P, kPsumBankFp32) {
+        kb.memset(ones.ap(), 1.0f);
+    }
+    // Row 'row' of t, columns [c0, c0+n), on all partitions. 'sbuf_tile' ([128, n]) receives it when
+    // n exceeds a bank (its partition 0 also stages the row); otherwise the PSUM bank is returned.
+    AccessPattern row(KernelBuilder& kb, const HbmTensor& t, uint64_t r, uint64_t c0, uint32_t n,
+                      const AccessPattern& sbuf_tile) {
+        if (n <= kPsumBankFp32) {
+            const AccessPattern stage = cols(staging.take().ap(), 0, n);
+            load(kb, stage, t.tile(r, 1, c0, n));
+            const AccessPattern bank = cols(banks.take().ap(), 0, n);
+            kb.matmul(bank, ones.ap(), stage, false);
+            return bank;
+        }
+        const AccessPattern stage = sub(sbuf_tile, 0, 1);
+        load(kb, stage, t.tile(r, 1, c0, n));
+        for (uint32_t c = 0; c < n; c += kPsumBankFp32) {
+            const uint32_t w = std::min(kPsumBankFp32, n - c);
+            const AccessPattern bank = cols(banks.take().ap(), 0, w);
+            kb.matmul(bank, ones.ap(), cols(stage, c, w), false);
+            kb.tensor_copy(cols(sbuf_tile, c, w), bank, Engine::Vector);
+        }
+        return sbuf_tile;
+    }
+};
 
 // One state step on a [128, n] tile: deltaA = exp(delta*A_s); b = deltaU*B_s;
 // work = scan(deltaA, b, initial); c = work*C_s (the state's contribution); accum += c
 // when an accumulator is given. 'work' keeps the scan (its last column carries to the next tile).
-void state_step(KernelBuilder& kb, const MambaTensors& t, const AccessPattern& delta, const AccessPattern& delta_u,
-                const AccessPattern& a_col, const AccessPattern& delta_a, const AccessPattern& b,
-                const AccessPattern& c, const AccessPattern& work, const AccessPattern* accum, uint64_t bs_row, uint64_t c0, uint32_t n,
-                const AccessPattern* initial) {
+void state_step(KernelBuilder& kb, RowBroadcast& bc, const MambaTensors& t, const AccessPattern& delta,
+                const AccessPattern& delta_u, const AccessPattern& a_col, const AccessPattern& delta_a,
+                const AccessPattern& b, const AccessPattern& c, const AccessPattern& work, const AccessPattern* accum,
+                uint64_t bs_row, uint64_t c0, uint32_t n, const AccessPattern* initial) {
     kb.activation_ex(delta_a, delta, ActFunc::exp, 1.0f, &a_col, 0.0f, nullptr);
-    // B and C may share one tile (when SBUF is short): C is then loaded after the scan consumed B.
+    // B and C may share one tile (when SBUF is short): C is then broadcast after the scan consumed B.
     const bool shared = b.space == c.space && b.offset == c.offset && b.start_partition == c.start_partition;
-    load(kb, b, broadcast_row(t.B, bs_row, c0, n));
-    if (!shared) load(kb, c, broadcast_row(t.C, bs_row, c0, n));
-    kb.tensor_tensor(b, delta_u, b, AluOp::mul);
+    const AccessPattern b_row = bc.row(kb, t.B, bs_row, c0, n, b);
+    kb.tensor_tensor(b, delta_u, b_row, AluOp::mul);
+    AccessPattern c_row;
+    if (!shared) c_row = bc.row(kb, t.C, bs_row, c0, n, c);
     Instruction scan;
     scan.op = Opcode::tensor_tensor_scan;
     scan.engine = Engine::Vector;
@@ -63,8 +100,8 @@ void state_step(KernelBuilder& kb, const MambaTensors& t, const AccessPattern& d
         scan.flags |= F_S1_AP;
     }
     kb.emit(scan);
-    if (shared) load(kb, c, broadcast_row(t.C, bs_row, c0, n));
-    kb.tensor_tensor(c, work, c, AluOp::mul);
+    if (shared) c_row = bc.row(kb, t.C, bs_row, c0, n, c);
+    kb.tensor_tensor(c, work, c_row, AluOp::mul);
     if (accum) kb.tensor_tensor(*accum, *accum, c, AluOp::add);
 }
 
@@ -81,6 +118,7 @@ std::vector<Program> mamba_v1(const ChipConfig& chip, const MambaShape& s) {
     Tile delta_a = kb.alloc_sbuf(P, {n}, DType::f32), bt = kb.alloc_sbuf(P, {n}, DType::f32);
     Tile ct_tile = kb.alloc_sbuf(P, {n}, DType::f32);
     Tile work = kb.alloc_sbuf(P, {n}, DType::f32), a_col = kb.alloc_sbuf(P, {1}, DType::f32);
+    RowBroadcast bc(kb);
     for (uint32_t b = 0; b < s.batch; ++b) {
         for (uint32_t ct = 0; ct < nct; ++ct) kb.memset(entry(accum, ct), 0.0f);
         for (uint32_t st = 0; st < s.state; ++st)
@@ -91,7 +129,7 @@ std::vector<Program> mamba_v1(const ChipConfig& chip, const MambaShape& s) {
                 load(kb, u.ap(), t.u.tile(row, P, 0, n));
                 kb.tensor_tensor(u.ap(), delta.ap(), u.ap(), AluOp::mul);
                 const AccessPattern acc = entry(accum, ct);
-                state_step(kb, t, delta.ap(), u.ap(), a_col.ap(), delta_a.ap(), bt.ap(), ct_tile.ap(), work.ap(), &acc,
+                state_step(kb, bc, t, delta.ap(), u.ap(), a_col.ap(), delta_a.ap(), bt.ap(), ct_tile.ap(), work.ap(), &acc,
                            uint64_t(b) * s.state + st, 0, n, nullptr);
             }
         for (uint32_t ct = 0; ct < nct; ++ct)
@@ -101,10 +139,13 @@ std::vector<Program> mamba_v1(const ChipConfig& chip, const MambaShape& s) {
 }
 
 // v2: channel tile outside the state loop; delta, u and delta*u once per channel tile. The
-// working set is [128, seq] fp32 tiles: delta, delta*u, the accumulator, the exp result, B, C and
-// the scan; the exp result is double buffered when 8 tiles fit. When the 7 do not fit SBUF, the
-// accumulator is spilled to HBM (reloaded and stored around every accumulation, as the
-// compiler's spill code does).
+// working set is [128, seq] fp32 tiles: delta, delta*u and the accumulator for the whole channel
+// tile, and per state the exp result, B, C and the scan. The per-state tiles are double buffered
+// (the compiler rotates tiles declared in a loop body) when 3 + 2 x 4 tiles fit SBUF. When not
+// even 3 + 4 fit (seq >= 7168), the compiler spills: delta, an input, is rematerialised by
+// reloading it from HBM for every state (into the exp result's tile, the exp runs in place), and
+// B and C share a tile. The reload cannot start before the previous state's scan has read that
+// tile, so VectorE waits on it every state (the spill-reload waits of the 8K profile).
 std::vector<Program> mamba_v2(const ChipConfig& chip, const MambaShape& s) {
     KernelBuilder kb(chip, "mamba_v2");
     HbmArena hbm;
@@ -112,39 +153,38 @@ std::vector<Program> mamba_v2(const ChipConfig& chip, const MambaShape& s) {
     const uint32_t nct = s.channels / P, n = s.seq;
     const uint64_t tile_bytes = (uint64_t(n) * 4 + 63) / 64 * 64, budget = chip.sbuf.bytes_per_partition - 1024;
     const bool spill = 7 * tile_bytes > budget;
-    const int exp_buffers = 8 * tile_bytes > budget ? 1 : 2;
-    Tile delta = kb.alloc_sbuf(P, {n}, DType::f32), delta_u = kb.alloc_sbuf(P, {n}, DType::f32);
-    Tile accum = spill ? Tile{} : kb.alloc_sbuf(P, {n}, DType::f32);
-    std::vector<Tile> delta_a;
-    for (int i = 0; i < exp_buffers; ++i) delta_a.push_back(kb.alloc_sbuf(P, {n}, DType::f32));
-    Tile bt = kb.alloc_sbuf(P, {n}, DType::f32);
-    Tile ctl = spill ? bt : kb.alloc_sbuf(P, {n}, DType::f32);   // spilled: B and C share a tile
-    Tile work = kb.alloc_sbuf(P, {n}, DType::f32);
+    const int sets = 11 * tile_bytes > budget ? 1 : 2;
+    Tile delta = spill ? Tile{} : kb.alloc_sbuf(P, {n}, DType::f32);
+    Tile delta_u = kb.alloc_sbuf(P, {n}, DType::f32), accum = kb.alloc_sbuf(P, {n}, DType::f32);
+    std::vector<Tile> delta_a, bt, ctl, work;
+    for (int i = 0; i < sets; ++i) {
+        delta_a.push_back(kb.alloc_sbuf(P, {n}, DType::f32));
+        bt.push_back(kb.alloc_sbuf(P, {n}, DType::f32));
+        ctl.push_back(spill ? bt.back() : kb.alloc_sbuf(P, {n}, DType::f32));
+        work.push_back(kb.alloc_sbuf(P, {n}, DType::f32));
+    }
     Tile a_cols = kb.alloc_sbuf(P, {s.state}, DType::f32);
+    RowBroadcast bc(kb);
     int k = 0;
     for (uint32_t b = 0; b < s.batch; ++b)
         for (uint32_t ct = 0; ct < nct; ++ct) {
             const uint64_t row = uint64_t(b) * s.channels + ct * P;
-            load(kb, delta.ap(), t.delta.tile(row, P, 0, n));
+            const AccessPattern delta_hbm = t.delta.tile(row, P, 0, n);
+            const AccessPattern delta_once = spill ? work[0].ap() : delta.ap();
+            load(kb, delta_once, delta_hbm);
             load(kb, delta_u.ap(), t.u.tile(row, P, 0, n));
             load(kb, a_cols.ap(), t.A.tile(ct * P, P, 0, s.state));
-            kb.tensor_tensor(delta_u.ap(), delta.ap(), delta_u.ap(), AluOp::mul);
-            const AccessPattern spill_tile = t.spill.tile(ct * P, P, 0, n);
-            if (!spill) kb.memset(accum.ap(), 0.0f);
+            kb.tensor_tensor(delta_u.ap(), delta_once, delta_u.ap(), AluOp::mul);
+            kb.memset(accum.ap(), 0.0f);
             for (uint32_t st = 0; st < s.state; ++st) {
-                const AccessPattern da = delta_a[k++ % exp_buffers].ap();
-                const AccessPattern acc = accum.ap();
-                state_step(kb, t, delta.ap(), delta_u.ap(), cols(a_cols.ap(), st, 1), da, bt.ap(), ctl.ap(), work.ap(),
-                           spill ? nullptr : &acc, uint64_t(b) * s.state + st, 0, n, nullptr);
-                if (!spill) continue;
-                // Spilled accumulator: reload the partial sum into the work tile, add, store it back.
-                if (st > 0) {
-                    load(kb, work.ap(), spill_tile);
-                    kb.tensor_tensor(ctl.ap(), ctl.ap(), work.ap(), AluOp::add);
-                }
-                store(kb, st + 1 < s.state ? spill_tile : t.out.tile(row, P, 0, n), ctl.ap());
+                const int set = k++ % sets;
+                const AccessPattern acc = accum.ap(), da = delta_a[set].ap();
+                if (spill) load(kb, da, delta_hbm);   // rematerialised delta; exp in place
+                state_step(kb, bc, t, spill ? da : delta.ap(), delta_u.ap(), cols(a_cols.ap(), st, 1), da,
+                           bt[set].ap(), ctl[set].ap(), work[set].ap(), &acc, uint64_t(b) * s.state + st, 0, n,
+                           nullptr);
             }
-            if (!spill) store(kb, t.out.tile(row, P, 0, n), accum.ap());
+            store(kb, t.out.tile(row, P, 0, n), accum.ap());
         }
     return {kb.finish()};
 }
@@ -167,6 +207,7 @@ std::vector<Program> mamba_v3(const ChipConfig& chip, const MambaShape& s, uint3
     std::vector<Tile> ctl = {kb.alloc_sbuf(P, {n}, DType::f32), kb.alloc_sbuf(P, {n}, DType::f32)};
     work = {kb.alloc_sbuf(P, {s.state, n}, DType::f32)};   // one scan state per state index
     Tile a_cols = kb.alloc_sbuf(P, {s.state}, DType::f32);
+    RowBroadcast bc(kb);
     int k = 0, j = 0;
     for (uint32_t b = 0; b < s.batch; ++b)
         for (uint32_t ct = 0; ct < nct; ++ct) {
@@ -185,7 +226,7 @@ std::vector<Program> mamba_v3(const ChipConfig& chip, const MambaShape& s, uint3
                     const AccessPattern last = cols(w, n - 1, 1);
                     const int slot = k++ % 2;
                     const AccessPattern acc_ap = acc.ap();
-                    state_step(kb, t, d.ap(), du.ap(), cols(a_cols.ap(), st, 1), delta_a[slot].ap(), bt[slot].ap(), ctl[slot].ap(), w,
+                    state_step(kb, bc, t, d.ap(), du.ap(), cols(a_cols.ap(), st, 1), delta_a[slot].ap(), bt[slot].ap(), ctl[slot].ap(), w,
                                &acc_ap, uint64_t(b) * s.state + st, t0, n, t0 > 0 ? &last : nullptr);
                 }
                 store(kb, t.out.tile(row, P, t0, n), acc.ap());
