@@ -251,6 +251,14 @@ std::vector<Case> make_cases() {
     v.push_back(probe_case("trn1.dma.loaded_32k", "trn1", "32 KiB transfers, loads and stores on all 16 engines",
                            1.810, "kernel-measurements.md 1.3: nki_perf_guide.rst Opt #9, fig30.png",
                            [](const ChipConfig& ch) { return dma_loaded(ch, 32768, 8); }, 2 * 16 * 4, false));
+    {
+        Case c = probe_case("trn1.dma.tiny_4b", "trn1", "one 4 B HBM->SBUF transfer (all 16 engines run such transfers)",
+                            0.007, "kernel-measurements.md 1.3: nki_perf_guide.rst Opt #9, fig29.png",
+                            [](const ChipConfig& ch) { return dma_single_engine(ch, 1, 4); }, 0, false);
+        c.counted = false;
+        c.not_counted_because = "calibration source of trn1 dma.descriptor_overhead_bytes";
+        v.push_back(c);
+    }
     v.push_back(probe_case("trn1.act.dependent_ii", "trn1",
                            "dependent 1-element ACTIVATE (identity, scale, bias): initiation interval", 0.189,
                            "kernel-measurements.md 1.3: nki_perf_guide.rst Opt #5a, fig16.png",

@@ -143,24 +143,28 @@ std::vector<Program> mamba_v1(const ChipConfig& chip, const MambaShape& s) {
 // tile, and per state the exp result, B, C and the scan. The per-state tiles are double buffered
 // (the compiler rotates tiles declared in a loop body) when 3 + 2 x 4 tiles fit SBUF. When not
 // even 3 + 4 fit (seq >= 7168), the compiler spills: delta, an input, is rematerialised by
-// reloading it from HBM for every state (into the exp result's tile, the exp runs in place), and
-// B and C share a tile. The reload cannot start before the previous state's scan has read that
-// tile, so VectorE waits on it every state (the spill-reload waits of the 8K profile).
+// reloading it from HBM for every state (into the exp result's tile, the exp runs in place). The
+// reload cannot start before the previous state's scan has read that tile, so VectorE waits on it
+// every state (the spill-reload waits of the 8K profile). With 6 tiles' room (seq 7168) B and C
+// share a tile; with 5 (seq 8192: 6 x 32 KiB is the whole partition) B and C keep their tiles and
+// the accumulator is spilled instead: each state's partial sum is reloaded from HBM, added to and
+// stored back (the spill stores the 8K profile shows next to the reloads).
 std::vector<Program> mamba_v2(const ChipConfig& chip, const MambaShape& s) {
     KernelBuilder kb(chip, "mamba_v2");
     HbmArena hbm;
     MambaTensors t = mamba_tensors(hbm, s);
     const uint32_t nct = s.channels / P, n = s.seq;
     const uint64_t tile_bytes = (uint64_t(n) * 4 + 63) / 64 * 64, budget = chip.sbuf.bytes_per_partition - 1024;
-    const bool spill = 7 * tile_bytes > budget;
+    const bool spill = 7 * tile_bytes > budget, spill_accum = 6 * tile_bytes > budget;
     const int sets = 11 * tile_bytes > budget ? 1 : 2;
     Tile delta = spill ? Tile{} : kb.alloc_sbuf(P, {n}, DType::f32);
-    Tile delta_u = kb.alloc_sbuf(P, {n}, DType::f32), accum = kb.alloc_sbuf(P, {n}, DType::f32);
+    Tile delta_u = kb.alloc_sbuf(P, {n}, DType::f32);
+    Tile accum = spill_accum ? Tile{} : kb.alloc_sbuf(P, {n}, DType::f32);
     std::vector<Tile> delta_a, bt, ctl, work;
     for (int i = 0; i < sets; ++i) {
         delta_a.push_back(kb.alloc_sbuf(P, {n}, DType::f32));
         bt.push_back(kb.alloc_sbuf(P, {n}, DType::f32));
-        ctl.push_back(spill ? bt.back() : kb.alloc_sbuf(P, {n}, DType::f32));
+        ctl.push_back(spill && !spill_accum ? bt.back() : kb.alloc_sbuf(P, {n}, DType::f32));
         work.push_back(kb.alloc_sbuf(P, {n}, DType::f32));
     }
     Tile a_cols = kb.alloc_sbuf(P, {s.state}, DType::f32);
@@ -169,22 +173,29 @@ std::vector<Program> mamba_v2(const ChipConfig& chip, const MambaShape& s) {
     for (uint32_t b = 0; b < s.batch; ++b)
         for (uint32_t ct = 0; ct < nct; ++ct) {
             const uint64_t row = uint64_t(b) * s.channels + ct * P;
-            const AccessPattern delta_hbm = t.delta.tile(row, P, 0, n);
+            const AccessPattern delta_hbm = t.delta.tile(row, P, 0, n), out_hbm = t.out.tile(row, P, 0, n);
             const AccessPattern delta_once = spill ? work[0].ap() : delta.ap();
             load(kb, delta_once, delta_hbm);
             load(kb, delta_u.ap(), t.u.tile(row, P, 0, n));
             load(kb, a_cols.ap(), t.A.tile(ct * P, P, 0, s.state));
             kb.tensor_tensor(delta_u.ap(), delta_once, delta_u.ap(), AluOp::mul);
-            kb.memset(accum.ap(), 0.0f);
+            if (!spill_accum) kb.memset(accum.ap(), 0.0f);
             for (uint32_t st = 0; st < s.state; ++st) {
                 const int set = k++ % sets;
-                const AccessPattern acc = accum.ap(), da = delta_a[set].ap();
+                const AccessPattern acc = spill_accum ? AccessPattern{} : accum.ap(), da = delta_a[set].ap();
                 if (spill) load(kb, da, delta_hbm);   // rematerialised delta; exp in place
                 state_step(kb, bc, t, spill ? da : delta.ap(), delta_u.ap(), cols(a_cols.ap(), st, 1), da,
-                           bt[set].ap(), ctl[set].ap(), work[set].ap(), &acc, uint64_t(b) * s.state + st, 0, n,
-                           nullptr);
+                           bt[set].ap(), ctl[set].ap(), work[set].ap(), spill_accum ? nullptr : &acc,
+                           uint64_t(b) * s.state + st, 0, n, nullptr);
+                if (!spill_accum) continue;
+                // Spilled accumulator (kept in the output rows): reload into the scan tile, add, store.
+                if (st > 0) {
+                    load(kb, work[set].ap(), out_hbm);
+                    kb.tensor_tensor(ctl[set].ap(), ctl[set].ap(), work[set].ap(), AluOp::add);
+                }
+                store(kb, out_hbm, ctl[set].ap());
             }
-            store(kb, t.out.tile(row, P, 0, n), accum.ap());
+            if (!spill_accum) store(kb, out_hbm, accum.ap());
         }
     return {kb.finish()};
 }

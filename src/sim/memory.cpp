@@ -23,6 +23,11 @@ namespace {
 
 constexpr size_t kChunkElems = 4096;   // elements converted per step through scratch buffers
 
+// Host bytes between SBUF partitions: one cache line more than a partition holds. With the exact
+// partition size (a multiple of 64 KiB) every partition's row would map to the same host cache
+// set, and an instruction touching one element in each of 64 partitions would evict itself.
+uint64_t sbuf_pitch(const ChipConfig& chip) { return chip.sbuf.bytes_per_partition + 64; }
+
 // An access pattern as byte steps over up to five dims (partition + 4 free),
 // outermost first; the last dim is the row walked with bulk conversions.
 struct ResolvedAp {
@@ -82,6 +87,7 @@ ResolvedAp resolve(CoreMemory& mem, const AccessPattern& ap) {
         const bool sbuf = ap.space == MemSpace::SBUF;
         const uint32_t partitions = sbuf ? mem.chip().sbuf.partitions : mem.chip().psum.partitions;
         const uint64_t bpp = sbuf ? mem.chip().sbuf.bytes_per_partition : mem.chip().psum.bytes_per_partition;
+        const uint64_t pitch = sbuf ? sbuf_pitch(mem.chip()) : bpp;
         if (static_cast<uint32_t>(ap.start_partition) + ap.partitions > partitions)
             out_of_range(ap, "partitions " + std::to_string(ap.start_partition) + ".." +
                                  std::to_string(ap.start_partition + ap.partitions - 1) + " of " +
@@ -92,7 +98,7 @@ ResolvedAp resolve(CoreMemory& mem, const AccessPattern& ap) {
             out_of_range(ap, "touches " + span_text(first, end) + " of a " + std::to_string(bpp) +
                                  "-byte partition");
         r.base = (sbuf ? mem.sbuf(ap.start_partition, 0) : mem.psum(ap.start_partition, 0)) + ap.offset;
-        partition_step = static_cast<int64_t>(bpp);
+        partition_step = static_cast<int64_t>(pitch);
     }
 
     // Dims outermost first, size-1 dims dropped, then merge dims that continue each other.
@@ -231,7 +237,7 @@ CoreMemory::CoreMemory(const ChipConfig& chip, uint64_t hbm_bytes, bool backed)
                                      " bytes of HBM: " + std::strerror(errno));
         hbm_ = static_cast<uint8_t*>(p);
     }
-    allocate_on_chip(sbuf_, static_cast<size_t>(chip.sbuf.partitions) * chip.sbuf.bytes_per_partition);
+    allocate_on_chip(sbuf_, static_cast<size_t>(chip.sbuf.partitions) * sbuf_pitch(chip));
     allocate_on_chip(psum_, static_cast<size_t>(chip.psum.partitions) * chip.psum.bytes_per_partition);
 }
 
@@ -252,7 +258,7 @@ uint8_t* CoreMemory::sbuf(uint32_t partition, uint64_t offset) {
         throw std::out_of_range("sbuf address (partition " + std::to_string(partition) + ", byte " +
                                 std::to_string(offset) + ") out of range (" + std::to_string(chip_.sbuf.partitions) +
                                 " partitions of " + std::to_string(chip_.sbuf.bytes_per_partition) + " bytes)");
-    return sbuf_.data() + partition * chip_.sbuf.bytes_per_partition + offset;
+    return sbuf_.data() + partition * sbuf_pitch(chip_) + offset;
 }
 
 uint8_t* CoreMemory::psum(uint32_t partition, uint64_t offset) {

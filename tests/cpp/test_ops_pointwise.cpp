@@ -276,6 +276,10 @@ TEST_F(OpsPointwise, TransposedCopiesExactForEveryLayout) {
         {view(1, DType::f16, {280, 256}), view(2, DType::f16, {280, 256}, {1, 300}, 5)},
         // the key transpose of attention: [B, H, S, D] -> [B, H, D, S]
         {view(1, DType::bf16, {2, 3, 64, 160}), view(2, DType::bf16, {2, 3, 64, 160}, {3 * 160 * 64, 160 * 64, 1, 64})},
+        // fewer than 128 rows in the transposed block (only a tail part)
+        {view(1, DType::f32, {64, 100}), view(2, DType::f32, {64, 100}, {1, 64})},
+        // a head-split projection transposed for q @ k^T: [B, H, D, S] read from [B, S, H*D]
+        {view(1, DType::f32, {4, 4, 32, 64}), view(2, DType::f32, {4, 4, 32, 64}, {24576, 32, 1, 384})},
     };
     for (const Case& c : cases) {
         std::vector<float> x = put_random(c.in, -50.0f, 50.0f);

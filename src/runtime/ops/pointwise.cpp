@@ -123,8 +123,10 @@ bool transpose_copy(KernelBuilder& kb, const TensorDesc& out, const TensorDesc& 
     // x[p, q, j] = in[a = a0 + 128 q + p, b = b0 + j] for ta rows, tb columns.
     auto load = [&](const Tile& x, int64_t base, uint32_t ta, uint32_t tb) {
         const uint32_t whole = ta / kSub, tail = ta % kSub;
-        for (uint32_t q0 : {0u, whole}) {
-            const uint32_t nsub = q0 == 0 ? whole : 1, rows = q0 == 0 ? kSub : tail;
+        // Two parts: the whole 128-row sub-blocks, then the tail rows (as one more sub-block).
+        struct Part { uint32_t q0, nsub, rows; };
+        for (const Part& part : {Part{0, whole, kSub}, Part{whole, 1, tail}}) {
+            const uint32_t q0 = part.q0, nsub = part.nsub, rows = part.rows;
             if (nsub == 0 || rows == 0) continue;
             for (uint32_t p0 = 0; p0 < rows; p0 += kGroup) {
                 const uint32_t P = std::min(kGroup, rows - p0);

@@ -188,6 +188,11 @@ KernelBuilder Launch::builder() const {
 
 const Program* Launch::insert(KernelBuilder& kb) {
     auto prog = std::make_unique<Program>(kb.finish());
+    // The Program takes exactly the arguments it is launched with: finish() counts only those
+    // its instructions address, so arguments a kernel never touches need no bytes.
+    TORCH_CHECK(prog->num_args() <= args_.size(), "trnsim: kernel ", op_, " addresses argument ",
+                prog->num_args(), " but is launched with ", args_.size());
+    prog->arg_extent.resize(args_.size(), 0);
     KernelCache& c = cache();
     std::lock_guard<std::mutex> lock(c.mutex);
     auto [it, inserted] = c.programs.try_emplace(std::string(key_.data(), key_.size()), std::move(prog));
