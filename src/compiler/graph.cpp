@@ -325,6 +325,9 @@ void Graph::verify() const {
                 throw CompileError("node " + std::to_string(i) + " (" + op_name(n.op) + ") reads %" + std::to_string(in) +
                                    " before it is defined");
         for (int out : n.outputs) defined[out] = true;
+        if (n.op == Op::view && values[n.outputs[0]].storage != values[n.inputs[0]].storage)
+            throw CompileError("view %" + std::to_string(n.outputs[0]) + " is not in the storage of its input %" +
+                               std::to_string(n.inputs[0]));
         for (const Step& s : n.body)
             for (int a : s.args)
                 if (a >= static_cast<int>(n.inputs.size()))

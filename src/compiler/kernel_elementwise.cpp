@@ -39,6 +39,19 @@ std::vector<int> assign_scratch_tiles(const Node& fused, int* num_tiles) {
     return tile;
 }
 
+namespace {
+
+// Whether operand k of a tile has the same value along every column (a broadcast input:
+// stride 0 in every column dim), so that one element per row is all a load needs to move.
+bool constant_along_columns(const TileBox& t, int k) {
+    if (t.F <= 1) return false;
+    for (size_t d = static_cast<size_t>(t.row_dims); d < t.box.dims.size(); ++d)
+        if (t.box.dims[d].size > 1 && t.box.dims[d].stride[k] != 0) return false;
+    return true;
+}
+
+}  // namespace
+
 void build_fused_elementwise(KernelBuilder& kb, const Node& node, const std::vector<ops::TensorDesc>& in,
                              const std::vector<ops::TensorDesc>& out) {
     const std::string name = "fused_elementwise";
@@ -81,8 +94,17 @@ void build_fused_elementwise(KernelBuilder& kb, const Node& node, const std::vec
     for (const TileBox& t : tiles) {
         std::vector<AccessPattern> in_views(nin);
         for (int k = 0; k < nin; ++k) {
-            in_views[k] = tile_view(in_rings[k].next(), t.P, t.F);
-            kb.dma_copy(in_views[k], hbm_ap(t.box, nout + k, in[k]), queues.load());
+            const Tile& tile = in_rings[k].next();
+            if (constant_along_columns(t, nout + k)) {
+                // One element per row is loaded; the steps read it broadcast (column stride 0).
+                Box column = t.box;
+                for (size_t d = static_cast<size_t>(t.row_dims); d < column.dims.size(); ++d) column.dims[d].size = 1;
+                kb.dma_copy(tile_view(tile, t.P, 1), hbm_ap(column, nout + k, in[k]), queues.load());
+                in_views[k] = tile_view(tile, t.P, {t.F}, {0});
+            } else {
+                in_views[k] = tile_view(tile, t.P, t.F);
+                kb.dma_copy(in_views[k], hbm_ap(t.box, nout + k, in[k]), queues.load());
+            }
         }
         std::vector<const Tile*> scratch(num_scratch);
         for (int s = 0; s < num_scratch; ++s) scratch[s] = &scratch_rings[s].next();

@@ -2,7 +2,8 @@
 // operator library's kernels (the same ones eager execution runs), fused nodes the compiler's
 // fused kernels. Every run of lowered nodes between two eager nodes is one Program; a graph
 // without eager nodes is exactly one (unless it touches more slots than a Program has
-// launch arguments, when the run is cut where the next node would not fit).
+// launch arguments, when the run is cut where the next node would not fit, or after an
+// attention kernel, see keeps_its_tiles).
 #include <memory>
 
 #include "trnsim/kernels.h"
@@ -32,6 +33,11 @@ ops::TensorDesc as_heads(ops::TensorDesc t, size_t keep_dims) {
     return t;
 }
 
+// The library's attention kernels (ops::sdpa_forward/backward) keep their SBUF and PSUM tiles
+// allocated when they return; a kernel emitted after them in the same builder would find
+// PSUM full, so each of them ends its program.
+bool keeps_its_tiles(Op op) { return op == Op::attention || op == Op::attention_backward; }
+
 class Lowering {
 public:
     Lowering(const Graph& g, const MemoryPlan& plan, const ChipConfig& chip) : g_(g), plan_(plan), chip_(chip) {}
@@ -51,7 +57,13 @@ public:
             if (!fits(n)) flush();
             if (!kb_) start();
             kb_->set_tag(kb_->tag(std::string(op_name(n.op)) + (n.label.empty() ? "" : "<" + n.label + ">")));
-            emit(n);
+            try {
+                emit(n);
+            } catch (const std::exception& e) {
+                throw CompileError("lowering node " + std::to_string(i) + " (" + op_name(n.op) +
+                                   (n.label.empty() ? "" : "<" + n.label + ">") + ") of '" + g_.name + "': " + e.what());
+            }
+            if (keeps_its_tiles(n.op)) flush();
         }
         flush();
         return std::move(segments_);

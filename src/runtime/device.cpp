@@ -17,8 +17,10 @@ int64_t host_transfer_ps(uint64_t bytes) {
 }
 }  // namespace
 
+// A framework device is one logical NeuronCore: it owns the HBM share of all the physical
+// cores it groups (lnc of them). Its programs run on one physical core's engines.
 Device::Device(const ChipConfig& chip, int index, ExecMode mode)
-    : index_(index), core_(chip, mode), alloc_(core_.memory().hbm_size()) {}
+    : index_(index), core_(chip, mode, chip.hbm_capacity_per_logical_core()), alloc_(core_.memory().hbm_size()) {}
 
 uint64_t Device::device_addr(const void* host_ptr) const {
     auto* base = const_cast<NeuronCore&>(core_).memory().hbm_base();

@@ -17,8 +17,8 @@ const ChipConfig& trn2() {
 TEST(CompilerPasses, DefaultPipelineIsNamedAndOrdered) {
     std::vector<std::string> names;
     for (const auto& p : compiler::default_pipeline()) names.push_back(p.name);
-    EXPECT_EQ(names, (std::vector<std::string>{"canonicalize", "fuse_softmax", "fuse_attention", "fuse_norm",
-                                               "fuse_matmul_epilogue", "fuse_elementwise", "schedule"}));
+    EXPECT_EQ(names, (std::vector<std::string>{"canonicalize", "fuse_softmax", "fuse_attention", "split_attention",
+                                               "fuse_norm", "fuse_matmul_epilogue", "fuse_elementwise", "schedule"}));
 }
 
 TEST(CompilerPasses, CanonicalizeForwardsIdentitiesAndDropsDeadNodes) {
@@ -35,6 +35,40 @@ TEST(CompilerPasses, CanonicalizeForwardsIdentitiesAndDropsDeadNodes) {
     EXPECT_EQ(only_live(g, Op::unary).inputs, std::vector<int>{x});
     EXPECT_EQ(ctx.stats["identities_removed"], 2);
     EXPECT_EQ(ctx.stats["dead_nodes_removed"], 1);   // the unused exp
+}
+
+TEST(CompilerPasses, CanonicalizeKeepsCopiesThatMaterialiseStridedViews) {
+    // copy(x^T) then a view of the copy: the view's strides address the copy's buffer, so
+    // the copy must stay (forwarding it would leave the view without storage).
+    Graph g;
+    const int x = g.add_input(DType::f32, {8, 4});
+    const int xt = g.add_view(x, {4, 8}, {1, 4}, 0);
+    const int c = g.cast(xt, DType::f32);
+    const int flat = g.add_view(c, {32}, {1}, 0);
+    const int y = g.unary(ops::Unary::exp, flat);
+    g.set_outputs({y});
+    CompileOptions opt;
+    auto ctx = run_named(g, trn2(), opt, {"canonicalize"});
+    EXPECT_EQ(ctx.stats["identities_removed"], 0);
+    EXPECT_EQ(g.values[flat].storage, g.values[c].storage);
+    const compiler::CompiledGraph cg = compiler::compile(g, trn2());
+    EXPECT_EQ(cg.stats.at("programs"), 1);
+}
+
+TEST(CompilerPasses, CanonicalizeMovesViewsOfForwardedCopiesOntoTheInput) {
+    // A contiguous slice copied, then viewed: the view moves onto x's storage at the slice's offset.
+    Graph g;
+    const int x = g.add_input(DType::f32, {4, 8});
+    const int row = g.add_view(x, {2, 8}, {8, 1}, 16);
+    const int c = g.cast(row, DType::f32);
+    const int flat = g.add_view(c, {16}, {1}, 0);
+    const int y = g.unary(ops::Unary::exp, flat);
+    g.set_outputs({y});
+    CompileOptions opt;
+    auto ctx = run_named(g, trn2(), opt, {"canonicalize"});
+    EXPECT_EQ(ctx.stats["identities_removed"], 1);
+    EXPECT_EQ(g.values[flat].storage, g.values[x].storage);
+    EXPECT_EQ(g.values[flat].offset, 16);
 }
 
 TEST(CompilerPasses, FuseElementwiseMakesOneNodePerChain) {
@@ -160,6 +194,28 @@ TEST(CompilerPasses, FuseAttentionFindsScaledSoftmaxBetweenTwoMatmuls) {
     EXPECT_EQ(g.values[n.outputs[1]].sizes, (std::vector<int64_t>{1, 2, 256}));
 }
 
+TEST(CompilerPasses, FuseAttentionLooksThroughBmmReshapesAndMaterialisedTransposes) {
+    // What ATen's bmm decomposition leaves: 3-D reshapes around the matmuls, k^T copied contiguous.
+    Graph g;
+    const int q = g.add_input(DType::f32, {2, 4, 32, 16});
+    const int k = g.add_input(DType::f32, {2, 4, 32, 16});
+    const int v = g.add_input(DType::f32, {2, 4, 32, 16});
+    const int kt = g.cast(g.add_view(k, {2, 4, 16, 32}, {2048, 512, 1, 16}, 0), DType::f32);
+    const int s = g.matmul(g.add_view(q, {8, 32, 16}, {}, 0), g.add_view(kt, {8, 16, 32}, {}, 0));
+    const int p = g.softmax(g.binary_scalar(ops::Binary::mul, g.add_view(s, {2, 4, 32, 32}, {}, 0), 0.25f), -1);
+    g.set_outputs({g.matmul(g.add_view(p, {8, 32, 32}, {}, 0), g.add_view(v, {8, 32, 16}, {}, 0))});
+    CompileOptions opt;
+    auto ctx = run_named(g, trn2(), opt, {"canonicalize", "fuse_attention"});
+    EXPECT_EQ(ctx.stats["fused_attention"], 1);
+    EXPECT_EQ(count_live(g, Op::copy), 0);
+    const auto& n = only_live(g, Op::attention);
+    const compiler::Value& kv = g.values[n.inputs[1]];
+    EXPECT_EQ(kv.storage, g.values[k].storage);
+    EXPECT_EQ(kv.sizes, (std::vector<int64_t>{8, 32, 16}));
+    EXPECT_EQ(kv.strides, (std::vector<int64_t>{512, 16, 1}));
+    EXPECT_FLOAT_EQ(n.f0, 0.25f);
+}
+
 TEST(CompilerPasses, FuseAttentionNeedsKTransposed) {
     Graph g;
     const int q = g.add_input(DType::bf16, {2, 128, 64});
@@ -227,9 +283,9 @@ TEST(CompilerPasses, DumpDirHoldsIrAfterEachPassAndTheProgram) {
     CompileOptions opt;
     opt.dump_dir = dir.string();
     compiler::compile(g, trn2(), opt);
-    for (const char* f : {"00_input.ir", "01_canonicalize.ir", "06_fuse_elementwise.ir", "07_schedule.ir", "program.txt"})
+    for (const char* f : {"00_input.ir", "01_canonicalize.ir", "07_fuse_elementwise.ir", "08_schedule.ir", "program.txt"})
         EXPECT_TRUE(std::filesystem::exists(dir / "chain" / f)) << f;
-    std::ifstream ir(dir / "chain" / "06_fuse_elementwise.ir");
+    std::ifstream ir(dir / "chain" / "07_fuse_elementwise.ir");
     std::string text((std::istreambuf_iterator<char>(ir)), std::istreambuf_iterator<char>());
     EXPECT_NE(text.find("fused_elementwise"), std::string::npos);
     std::ifstream prog(dir / "chain" / "program.txt");

@@ -1,16 +1,17 @@
-"""torch.compile(backend="neuron"): registration, capture, numerics against eager (forward and
-backward of small GPT and video-DiT training steps), graph breaks, recompilation, eager-node
-counting and the dump directory."""
+"""torch.compile(backend="neuron"): registration (also through the entry point alone), numerics
+against eager (loss and gradients of the demo GPT and world-model training steps from
+trnsim.workloads), attention fusion, graph breaks, recompilation, eager-node counting and the
+dump directory."""
 
-import os
+import subprocess
+import sys
 
 import pytest
 import torch
-import torch.nn as nn
-import torch.nn.functional as F
 
 import trnsim.neuron  # noqa: F401  (registers the device)
 import trnsim.compile as tc
+from trnsim import workloads
 
 DEV = torch.device("neuron", 0)
 
@@ -23,75 +24,34 @@ def fresh():
     torch._dynamo.reset()
 
 
-class Block(nn.Module):
-    """Pre-norm transformer block; attention written out (matmul, softmax, matmul)."""
-
-    def __init__(self, d, heads, causal):
-        super().__init__()
-        self.heads, self.causal = heads, causal
-        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
-        self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
-        self.fc1, self.fc2 = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
-
-    def forward(self, x):
-        b, t, d = x.shape
-        q, k, v = self.qkv(self.ln1(x)).split(d, dim=-1)
-        q, k, v = (z.reshape(b, t, self.heads, d // self.heads).transpose(1, 2) for z in (q, k, v))
-        s = (q @ k.transpose(-1, -2)) * (d // self.heads) ** -0.5
-        if self.causal:
-            s = s.masked_fill(torch.ones(t, t, dtype=torch.bool, device=x.device).triu(1), float("-inf"))
-        o = (s.softmax(-1) @ v).transpose(1, 2).reshape(b, t, d)
-        x = x + self.proj(o)
-        return x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
+def _small_gpt():
+    cfg = workloads.GPTConfig(vocab=64, seq=32, layers=2, d_model=64, heads=4, batch=2)
+    return workloads.GPT(cfg), list(workloads.token_stream(cfg, 1)[0])
 
 
-class TinyGPT(nn.Module):
-    def __init__(self, vocab=64, d=64, heads=4, layers=2, seq=32):
-        super().__init__()
-        self.tok, self.pos = nn.Embedding(vocab, d), nn.Parameter(torch.randn(seq, d) * 0.02)
-        self.blocks = nn.ModuleList(Block(d, heads, True) for _ in range(layers))
-        self.head = nn.Linear(d, vocab)
-
-    def forward(self, idx, targets):
-        x = self.tok(idx) + self.pos[: idx.shape[1]]
-        for blk in self.blocks:
-            x = blk(x)
-        return F.cross_entropy(self.head(x).flatten(0, 1), targets.flatten())
+def _small_world_model():
+    cfg = workloads.WorldConfig(frame=8, patch=4, context=2, predict=1, layers=2, d_model=64, heads=4, batch=2)
+    return workloads.WorldModel(cfg), list(workloads.moving_squares(cfg, 1)[0])
 
 
-class TinyDiT(nn.Module):
-    """Video world-model step: patch tokens of frames, conditioned blocks, denoising loss."""
-
-    def __init__(self, patch=48, d=64, heads=4, layers=2):
-        super().__init__()
-        self.embed, self.cond = nn.Linear(patch, d), nn.Linear(d, 2 * d)
-        self.blocks = nn.ModuleList(Block(d, heads, False) for _ in range(layers))
-        self.out = nn.Linear(d, patch)
-
-    def forward(self, tokens, t_emb, target):
-        x = self.embed(tokens)
-        scale, shift = self.cond(t_emb).unsqueeze(1).chunk(2, dim=-1)
-        x = x * (1 + scale) + shift
-        for blk in self.blocks:
-            x = blk(x)
-        return F.mse_loss(self.out(x), target)
-
-
-def _train_step_grads(model, inputs, compiled):
+def _train_step(model, loss_fn, inputs, compiled):
+    """Loss and parameter gradients of one training step (the model compiled or eager)."""
     model.zero_grad(set_to_none=True)
     fn = torch.compile(model, backend="neuron") if compiled else model
-    loss = fn(*inputs)
+    torch.manual_seed(1)   # the same noise draws in both runs (the world model's loss samples)
+    loss = loss_fn(fn, inputs)
     loss.backward()
-    return loss.detach().cpu(), {n: p.grad.detach().cpu() for n, p in model.named_parameters()}
+    return loss.detach().cpu(), {n: p.grad.detach().cpu() for n, p in model.named_parameters() if p.grad is not None}
 
 
-def _check_against_eager(model, inputs, rtol=2e-3, atol=2e-4):
+def _check_against_eager(model, loss_fn, inputs, rtol=2e-3, atol=2e-4):
     torch.manual_seed(0)
     model = model.to(DEV)
     inputs = [x.to(DEV) for x in inputs]
-    loss_e, grads_e = _train_step_grads(model, inputs, compiled=False)
-    loss_c, grads_c = _train_step_grads(model, inputs, compiled=True)
+    loss_e, grads_e = _train_step(model, loss_fn, inputs, compiled=False)
+    loss_c, grads_c = _train_step(model, loss_fn, inputs, compiled=True)
     torch.testing.assert_close(loss_c, loss_e, rtol=rtol, atol=atol)
+    assert grads_c.keys() == grads_e.keys()
     for name in grads_e:
         torch.testing.assert_close(grads_c[name], grads_e[name], rtol=rtol, atol=atol, msg=name)
 
@@ -100,23 +60,50 @@ def test_backend_is_registered():
     assert "neuron" in torch._dynamo.list_backends()
 
 
+def test_backend_works_through_the_entry_point_alone():
+    """torch.compile(backend="neuron") in a process that never imports trnsim.compile: Dynamo
+    loads the backend from the torch_dynamo_backends entry point."""
+    code = (
+        "import sys, torch\n"
+        "x = torch.randn(8, 8, device='neuron')\n"
+        "y = torch.compile(lambda x: torch.sigmoid(x) * x, backend='neuron')(x)\n"
+        "torch.testing.assert_close(y.cpu(), torch.sigmoid(x.cpu()) * x.cpu())\n"
+        "import trnsim.compile\n"
+        "assert trnsim.compile.stats()['graphs_compiled'] == 1\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
 def test_gpt_training_step_matches_eager():
     torch.manual_seed(0)
-    model = TinyGPT()
-    idx, targets = torch.randint(0, 64, (2, 32)), torch.randint(0, 64, (2, 32))
-    _check_against_eager(model, [idx, targets])
+    model, batch = _small_gpt()
+    _check_against_eager(model, lambda m, xs: m(*xs), batch)
     s = tc.stats()
     assert s["graphs_compiled"] >= 2            # forward and backward
     assert s["fusions"].get("fused_matmul_epilogue", 0) > 0
     assert s["fusions"].get("fused_elementwise", 0) > 0
+    assert s["fusions"].get("attention_kernels", 0) >= 4   # flash forward and backward per layer
 
 
 def test_world_model_training_step_matches_eager():
     torch.manual_seed(0)
-    model = TinyDiT()
-    tokens, t_emb, target = torch.randn(2, 48, 48), torch.randn(2, 64), torch.randn(2, 48, 48)
-    _check_against_eager(model, [tokens, t_emb, target])
-    assert tc.stats()["fusions"].get("fused_attention", 0) > 0
+    model, batch = _small_world_model()
+    _check_against_eager(model, lambda m, xs: workloads.diffusion_loss(m, *xs), batch)
+    s = tc.stats()
+    assert s["fusions"].get("attention_kernels", 0) >= 4
+    assert s["fusions"].get("fused_elementwise", 0) > 0
+
+
+def test_written_out_attention_is_fused():
+    """softmax(q k^T * scale) @ v spelled out with matmuls becomes one attention node."""
+    def attend(q, k, v):
+        return ((q @ k.transpose(-1, -2)) * 0.25).softmax(-1) @ v
+
+    q, k, v = (torch.randn(2, 4, 32, 16, device=DEV) for _ in range(3))
+    out = torch.compile(attend, backend="neuron")(q, k, v)
+    torch.testing.assert_close(out.cpu(), attend(q.cpu(), k.cpu(), v.cpu()), rtol=1e-4, atol=1e-5)
+    assert tc.stats()["fusions"].get("fused_attention", 0) == 1
 
 
 def test_elementwise_chain_is_one_program():
@@ -174,4 +161,4 @@ def test_dump_dir_has_fx_ir_and_program(tmp_path, monkeypatch):
     graph_dirs = list(tmp_path.iterdir())
     assert len(graph_dirs) == 1
     names = {p.name for p in graph_dirs[0].iterdir()}
-    assert {"fx_graph.py", "00_input.ir", "06_fuse_elementwise.ir", "program.txt"} <= names
+    assert {"fx_graph.py", "00_input.ir", "07_fuse_elementwise.ir", "program.txt"} <= names

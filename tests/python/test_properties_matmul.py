@@ -101,8 +101,6 @@ def test_mismatched_shapes_and_dtypes_raise_like_cpu(n, k, other_k, m, dtypes):
     assert_matches_cpu(torch.matmul, a.base, b.base, tolerance=TOLERANCES[torch.bfloat16])
 
 
-@pytest.mark.xfail(reason="native addmm accepts a bias that does not broadcast to an empty "
-                          "output (bias [0], output [0, 1]); CPU raises RuntimeError")
 def test_addmm_rejects_bias_that_does_not_broadcast_to_an_empty_output():
     assert_matches_cpu(torch.addmm, torch.ones(0), torch.ones(0, 1), torch.ones(1, 1))
 

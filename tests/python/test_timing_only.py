@@ -140,7 +140,7 @@ LARGE_MODEL_NO_HOST_MEMORY = """
     model = torch.nn.Sequential(*[torch.nn.Linear(8192, 8192, bias=False, dtype=torch.bfloat16, device="neuron")
                                   for _ in range(64)])
     with torch.no_grad():
-        model(torch.empty(4096, 8192, dtype=torch.bfloat16, device="neuron"))
+        model(torch.empty(8, 8192, dtype=torch.bfloat16, device="neuron"))
     print(json.dumps({"allocated": torch.neuron.memory_allocated(),
                       "rss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}))
 """

@@ -181,8 +181,12 @@ def capture_graphs(module: torch.nn.Module, *inputs) -> list[torch.fx.GraphModul
 
 
 def _register() -> None:
-    """Registers "neuron" with Dynamo on import too (the entry point needs an installed package)."""
+    """Registers "neuron" with Dynamo on import when the package's entry point is not installed
+    (an installed one is loaded by Dynamo itself; registering both would be a duplicate)."""
+    from importlib.metadata import entry_points
     from torch._dynamo.backends.registry import _COMPILER_FNS, register_backend
+    if any(ep.name == "neuron" for ep in entry_points(group="torch_dynamo_backends")):
+        return
     if "neuron" not in _COMPILER_FNS:
         register_backend(compiler_fn=neuron_backend, name="neuron")
 

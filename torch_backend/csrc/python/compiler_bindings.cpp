@@ -158,29 +158,65 @@ void init_compiler_bindings(py::module_& m) {
 
     // Runs every segment on a fresh NeuronCore of 'chip' in timing-only mode (no data): the
     // compiled program's device time. Graphs with eager segments cannot be timed this way.
-    sub.def("simulate", [](const CompiledGraph& cg, const std::string& chip_name) {
-        const ChipConfig chip = chip_name.empty() ? neuron::chip() : load_chip(chip_name);
-        py::gil_scoped_release release;
-        NeuronCore core(chip, ExecMode::TimingOnly);
-        std::vector<uint64_t> addrs;
-        uint64_t next = 1 << 20;
-        for (const auto& slot : cg.memory.slots) {
-            addrs.push_back(next);
-            next += (static_cast<uint64_t>(slot.bytes) + 4095) / 4096 * 4096 + 4096;
-        }
-        if (next > core.memory().hbm_size())
-            throw compiler::CompileError("simulate: the graph's tensors need " + std::to_string(next) +
-                                         " bytes of HBM, the core has " + std::to_string(core.memory().hbm_size()));
-        const RunStats st = compiler::run_compiled(core, cg, addrs);
-        std::map<std::string, double> out;
-        out["seconds"] = static_cast<double>(st.duration_ps()) * 1e-12;
-        out["matmul_flops"] = static_cast<double>(st.matmul_flops);
-        out["hbm_bytes"] = static_cast<double>(st.hbm_bytes);
-        out["instructions"] = static_cast<double>(st.instructions);
-        out["peak_flops_bf16"] = chip.peak_flops_bf16();
-        out["tensor_busy_seconds"] = static_cast<double>(st.busy_ps[static_cast<int>(Engine::Tensor)]) * 1e-12;
-        return out;
-    });
+    // Returns seconds, matmul_flops, hbm_bytes, instructions, peak_flops_bf16, busy seconds
+    // per engine ("busy": {"Tensor": s, ..., "DMA": summed over queues}) and, with by_tag,
+    // busy seconds per kernel tag and engine ("by_tag": {tag: {engine: s}}).
+    sub.def(
+        "simulate",
+        [](const CompiledGraph& cg, const std::string& chip_name, bool by_tag) {
+            const ChipConfig chip = chip_name.empty() ? neuron::chip() : load_chip(chip_name);
+            RunStats st;
+            std::map<std::string, std::map<std::string, double>> tags;   // by_tag: tag -> engine -> seconds
+            auto queue_engine = [](uint32_t q) -> std::string {
+                return q < kNumEngineQueues ? engine_name(static_cast<Engine>(q)) : "DMA";
+            };
+            {
+                py::gil_scoped_release release;
+                NeuronCore core(chip, ExecMode::TimingOnly);
+                std::vector<uint64_t> addrs;
+                uint64_t next = 1 << 20;
+                for (const auto& slot : cg.memory.slots) {
+                    addrs.push_back(next);
+                    next += (static_cast<uint64_t>(slot.bytes) + 4095) / 4096 * 4096 + 4096;
+                }
+                if (next > core.memory().hbm_size())
+                    throw compiler::CompileError("simulate: the graph's tensors need " + std::to_string(next) +
+                                                 " bytes of HBM, the core has " +
+                                                 std::to_string(core.memory().hbm_size()));
+                if (!by_tag) {
+                    st = compiler::run_compiled(core, cg, addrs);
+                } else {
+                    bool first = true;
+                    for (const auto& seg : cg.segments) {
+                        if (seg.eager) throw compiler::CompileError("simulate: graph '" + cg.name + "' has eager nodes");
+                        std::vector<uint64_t> args;
+                        for (int slot : seg.arg_slots) args.push_back(addrs[slot]);
+                        std::vector<InstrRecord> records;
+                        const RunStats seg_stats = core.run(seg.program, &records, args.data(), args.size());
+                        if (first) st = seg_stats;
+                        else st.add(seg_stats);
+                        first = false;
+                        const auto& names = seg.program.tag_names;
+                        for (const InstrRecord& r : records)
+                            tags[r.tag < names.size() ? names[r.tag] : "?"][queue_engine(r.queue)] +=
+                                static_cast<double>(r.end_ps - r.start_ps) * 1e-12;
+                    }
+                }
+            }
+            py::dict out;
+            out["seconds"] = static_cast<double>(st.duration_ps()) * 1e-12;
+            out["matmul_flops"] = static_cast<double>(st.matmul_flops);
+            out["hbm_bytes"] = static_cast<double>(st.hbm_bytes);
+            out["instructions"] = static_cast<double>(st.instructions);
+            out["peak_flops_bf16"] = chip.peak_flops_bf16();
+            out["tensor_busy_seconds"] = static_cast<double>(st.busy_ps[static_cast<int>(Engine::Tensor)]) * 1e-12;
+            std::map<std::string, double> busy;
+            for (uint32_t q = 0; q < kMaxQueues; ++q) busy[queue_engine(q)] += static_cast<double>(st.busy_ps[q]) * 1e-12;
+            out["busy"] = busy;
+            if (by_tag) out["by_tag"] = tags;
+            return out;
+        },
+        py::arg("compiled"), py::arg("chip") = "", py::arg("by_tag") = false);
 }
 
 }  // namespace trnsim::neuron

@@ -3,8 +3,10 @@
 // are read through their strides, never copied. torch.matmul, F.linear and
 // nn.Linear decompose into these. Also the ops built on them or on row gathers:
 // patch-embedding convolutions (kernel == stride, forward and backward as patch
-// copies plus GEMMs), embedding with its backward, and index_select.
+// copies plus GEMMs; other convolutions run on the CPU, counted), embedding with its
+// backward, and index_select.
 #include <ATen/ATen.h>
+#include <ATen/ExpandUtils.h>
 #include <ATen/native/Resize.h>
 #include <torch/library.h>
 
@@ -29,6 +31,11 @@ void check_operands(const char* op, const at::Tensor& a, const at::Tensor& b, in
                 a.size(-1), " and ", b.size(-2), "x", b.size(-1), ")");
     if (dim == 3)
         TORCH_CHECK(a.size(0) == b.size(0), op, ": batch sizes differ (", a.size(0), " and ", b.size(0), ")");
+}
+
+// self must broadcast to the product's shape, even when the product is empty (CPU's message).
+void check_bias(const char* op, const at::Tensor& self, at::IntArrayRef out_sizes) {
+    at::expand_size(self, out_sizes, op);
 }
 
 // out = a @ b (2-d or batched 3-d); an empty K gives zeros.
@@ -110,6 +117,7 @@ at::Tensor addmm(const at::Tensor& self, const at::Tensor& a, const at::Tensor& 
                  const c10::Scalar& alpha) {
     if (!matmul_supported({&self, &a, &b})) return run_fallback<at::_ops::addmm>(self, a, b, beta, alpha);
     check_operands("addmm", a, b, 2);
+    check_bias("addmm", self, {a.size(0), b.size(1)});
     at::Tensor out = at::empty({a.size(0), b.size(1)}, a.options());
     launch_addmm(out, self, a, b, beta.toDouble(), alpha.toDouble(), false);
     return out;
@@ -120,6 +128,7 @@ at::Tensor& addmm_out(const at::Tensor& self, const at::Tensor& a, const at::Ten
     if (!matmul_supported({&self, &a, &b, &out}) || out.is_same(self))
         return run_fallback<at::_ops::addmm_out>(self, a, b, beta, alpha, out);
     check_operands("addmm", a, b, 2);
+    check_bias("addmm", self, {a.size(0), b.size(1)});
     at::native::resize_output(out, {a.size(0), b.size(1)});
     launch_addmm(out, self, a, b, beta.toDouble(), alpha.toDouble(), false);
     return out;
@@ -129,6 +138,7 @@ at::Tensor baddbmm(const at::Tensor& self, const at::Tensor& a, const at::Tensor
                    const c10::Scalar& alpha) {
     if (!matmul_supported({&self, &a, &b})) return run_fallback<at::_ops::baddbmm>(self, a, b, beta, alpha);
     check_operands("baddbmm", a, b, 3);
+    check_bias("baddbmm", self, {a.size(0), a.size(1), b.size(2)});
     at::Tensor out = at::empty({a.size(0), a.size(1), b.size(2)}, a.options());
     launch_addmm(out, self, a, b, beta.toDouble(), alpha.toDouble(), true);
     return out;
@@ -139,12 +149,15 @@ at::Tensor& baddbmm_out(const at::Tensor& self, const at::Tensor& a, const at::T
     if (!matmul_supported({&self, &a, &b, &out}) || out.is_same(self))
         return run_fallback<at::_ops::baddbmm_out>(self, a, b, beta, alpha, out);
     check_operands("baddbmm", a, b, 3);
+    check_bias("baddbmm", self, {a.size(0), a.size(1), b.size(2)});
     at::native::resize_output(out, {a.size(0), a.size(1), b.size(2)});
     launch_addmm(out, self, a, b, beta.toDouble(), alpha.toDouble(), true);
     return out;
 }
 
-// ---- patch-embedding convolution: kernel == stride, no padding, no dilation, one group
+// ---- convolution: the patch-embedding case (kernel == stride, no padding, no dilation, one group)
+// is native; every other convolution runs aten::convolution / aten::convolution_backward on the
+// CPU through the counted fallback (the CPU has no convolution_overrideable).
 
 bool is_patch_conv(const at::Tensor& input, const at::Tensor& weight, c10::SymIntArrayRef stride,
                    c10::SymIntArrayRef padding, c10::SymIntArrayRef dilation, bool transposed, const c10::SymInt& groups) {
@@ -167,9 +180,9 @@ at::Tensor convolution_overrideable(const at::Tensor& input, const at::Tensor& w
                                     const std::optional<at::Tensor>& bias, c10::SymIntArrayRef stride,
                                     c10::SymIntArrayRef padding, c10::SymIntArrayRef dilation, bool transposed,
                                     c10::SymIntArrayRef output_padding, c10::SymInt groups) {
-    TORCH_CHECK(is_patch_conv(input, weight, stride, padding, dilation, transposed, groups),
-                "trnsim: neuron convolutions are patch embeddings (2-d, kernel == stride, no padding, no dilation, "
-                "groups=1, float dtypes, input size divisible by the kernel)");
+    if (!is_patch_conv(input, weight, stride, padding, dilation, transposed, groups))
+        return run_fallback_symint<at::_ops::convolution>(input, weight, bias, stride, padding, dilation, transposed,
+                                                          output_padding, groups);
     const int64_t ph = weight.size(2), pw = weight.size(3), o = weight.size(0);
     const int64_t n = input.size(0), h = input.size(2) / ph, w = input.size(3) / pw;
     at::Tensor rows = patches_of(input, ph, pw);
@@ -182,8 +195,14 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward_overrideable
     const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight, c10::SymIntArrayRef stride,
     c10::SymIntArrayRef padding, c10::SymIntArrayRef dilation, bool transposed, c10::SymIntArrayRef output_padding,
     c10::SymInt groups, std::array<bool, 3> mask) {
-    TORCH_CHECK(is_patch_conv(input, weight, stride, padding, dilation, transposed, groups),
-                "trnsim: neuron convolutions are patch embeddings (see convolution_overrideable)");
+    if (!is_patch_conv(input, weight, stride, padding, dilation, transposed, groups)) {
+        // The bias gradient's shape: the output channels.
+        const c10::SymInt out_channels = transposed ? weight.sym_size(1) * groups : weight.sym_size(0);
+        const std::vector<c10::SymInt> bias_sizes{out_channels};
+        return run_fallback_symint<at::_ops::convolution_backward>(
+            grad_output, input, weight, mask[2] ? std::optional<c10::SymIntArrayRef>(bias_sizes) : std::nullopt,
+            stride, padding, dilation, transposed, output_padding, groups, mask);
+    }
     const int64_t ph = weight.size(2), pw = weight.size(3), o = weight.size(0);
     const int64_t n = input.size(0), c = input.size(1), h = input.size(2) / ph, w = input.size(3) / pw;
     at::Tensor g = grad_output.permute({0, 2, 3, 1}).reshape({n * h * w, o});

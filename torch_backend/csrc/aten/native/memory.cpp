@@ -139,13 +139,60 @@ void copy_device_to_host(const at::Tensor& src, const at::Tensor& dst) {
     if (!direct) dst.copy_(landing);
 }
 
+// Conjugate and negative views (complex .conj(), ._neg_view()) carry bits that say how to read
+// their stored values. The device copies move stored values, so the bits are applied on the host.
+
+bool has_view_bits(const at::Tensor& t) { return t.is_conj() || t.is_neg(); }
+
+// t's stored values, read without its bits (an alias; no dispatch, so no materialization).
+at::Tensor stored_values(const at::Tensor& t) {
+    at::Tensor v = t.alias();
+    v._set_conj(false);
+    v._set_neg(false);
+    return v;
+}
+
+// An alias of the bit-free tensor t that reads it the way 'model' reads its stored values.
+at::Tensor with_view_bits_of(const at::Tensor& model, const at::Tensor& t) {
+    at::Tensor v = t.alias();
+    v._set_conj(model.is_conj());
+    v._set_neg(model.is_neg());
+    return v;
+}
+
+at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking);
+
+// A copy where the source or the destination has view bits. The resolving happens on CPU
+// tensors only: resolving a neuron tensor would copy it, which comes back here.
+void copy_with_view_bits(const at::Tensor& src, const at::Tensor& dst) {
+    if (src.is_privateuseone() && dst.is_privateuseone()) {
+        if (timing_only()) return;   // no values to move
+        at::Tensor host = at::empty(src.sizes(), src.options().device(at::kCPU));
+        copy_from(src, host, false);
+        copy_from(host, dst, false);
+    } else if (dst.is_cpu()) {
+        at::Tensor landing = at::empty(src.sizes(), src.options().device(at::kCPU));
+        copy_device_to_host(stored_values(src), landing);
+        dst.copy_(with_view_bits_of(src, landing));
+    } else {
+        // dst's stored values are those that read as src through dst's bits.
+        at::Tensor staged = at::empty(dst.sizes(), dst.options().device(at::kCPU));
+        with_view_bits_of(dst, staged).copy_(src);
+        copy_host_to_device(staged, stored_values(dst));
+    }
+}
+
 at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool /*non_blocking*/) {
     TORCH_CHECK(self.is_cpu() || self.is_privateuseone(), "trnsim: cannot copy from ", self.device(),
                 " to ", dst.device());
     TORCH_CHECK(dst.is_cpu() || dst.is_privateuseone(), "trnsim: cannot copy from ", self.device(),
                 " to ", dst.device());
     if (dst.numel() == 0) return dst;
-    at::Tensor src = self.resolve_conj().resolve_neg();
+    if (has_view_bits(self) || has_view_bits(dst)) {
+        copy_with_view_bits(self, dst);
+        return dst;
+    }
+    const at::Tensor& src = self;
     if (src.is_privateuseone() && dst.is_privateuseone())
         copy_device_to_device(src, dst);
     else if (dst.is_privateuseone())
@@ -188,6 +235,18 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     m.impl("_copy_from", copy_from);
     m.impl("_copy_from_and_resize", copy_from_and_resize);
     m.impl("_local_scalar_dense", local_scalar_dense);
+}
+
+// ATen's conjugate and negative fallbacks would materialize a viewed argument of _copy_from
+// with clone(), whose copy_ reaches _copy_from again without end; copy_from applies the bits.
+TORCH_LIBRARY_IMPL(aten, Conjugate, m) {
+    m.impl("_copy_from", torch::CppFunction::makeFallthrough());
+    m.impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
+}
+
+TORCH_LIBRARY_IMPL(aten, Negative, m) {
+    m.impl("_copy_from", torch::CppFunction::makeFallthrough());
+    m.impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
 }
 
 }  // namespace trnsim::neuron

@@ -7,6 +7,7 @@
 #include <ATen/ATen.h>
 #include <ATen/native/DispatchStub.h>
 #include <ATen/native/Resize.h>
+#include <ATen/native/layer_norm.h>
 #include <ATen/native/transformers/attention.h>
 #include <ATen/native/transformers/sdp_utils_cpp.h>
 #include <c10/util/irange.h>
@@ -277,13 +278,21 @@ bool optional_float(const std::optional<at::Tensor>& t) { return !t || !t->defin
 const at::Tensor* defined_or_null(const std::optional<at::Tensor>& t) {
     return t && t->defined() ? &*t : nullptr;
 }
+at::Tensor defined_or_empty(const std::optional<at::Tensor>& t) { return t ? *t : at::Tensor(); }
+
+// ATen's checks of the input, weight and bias shapes against normalized_shape (CPU's messages).
+void check_layer_norm_inputs(const at::Tensor& input, c10::SymIntArrayRef shape,
+                             const std::optional<at::Tensor>& weight, const std::optional<at::Tensor>& bias) {
+    at::native::_check_layer_norm_inputs(input, C10_AS_INTARRAYREF_SLOW(shape), defined_or_empty(weight),
+                                         defined_or_empty(bias));
+}
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> native_layer_norm(const at::Tensor& input, c10::SymIntArrayRef shape,
                                                                  const std::optional<at::Tensor>& weight,
                                                                  const std::optional<at::Tensor>& bias, double eps) {
+    check_layer_norm_inputs(input, shape, weight, bias);
     const int64_t nd = static_cast<int64_t>(shape.size());
-    if (!float_tensors({&input}) || !optional_float(weight) || !optional_float(bias) || nd == 0 || nd > input.dim() ||
-        input.numel() == 0)
+    if (!float_tensors({&input}) || !optional_float(weight) || !optional_float(bias) || input.numel() == 0)
         return run_fallback_symint<at::_ops::native_layer_norm>(input, shape, weight, bias, eps);
     const at::Tensor* w = defined_or_null(weight);
     const at::Tensor* b = defined_or_null(bias);
@@ -314,6 +323,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> native_layer_norm_backward(
     const at::Tensor& grad_out, const at::Tensor& input, c10::SymIntArrayRef shape, const at::Tensor& mean,
     const at::Tensor& rstd, const std::optional<at::Tensor>& weight, const std::optional<at::Tensor>& bias,
     std::array<bool, 3> mask) {
+    check_layer_norm_inputs(input, shape, weight, bias);
     const int64_t nd = static_cast<int64_t>(shape.size());
     const at::Tensor* w = defined_or_null(weight);
     const at::Tensor* b = defined_or_null(bias);
@@ -350,8 +360,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> native_layer_norm_backward(
 
 std::tuple<at::Tensor, at::Tensor> fused_rms_norm(const at::Tensor& input, at::IntArrayRef shape,
                                                   const std::optional<at::Tensor>& weight, std::optional<double> eps) {
+    at::native::_check_rms_norm_inputs_symint(input, c10::fromIntArrayRefSlow(shape), defined_or_empty(weight));
     const int64_t nd = static_cast<int64_t>(shape.size());
-    if (!float_tensors({&input}) || !optional_float(weight) || nd == 0 || nd > input.dim() || input.numel() == 0)
+    if (!float_tensors({&input}) || !optional_float(weight) || input.numel() == 0)
         return run_fallback<at::_ops::_fused_rms_norm>(input, shape, weight, eps);
     const at::Tensor* w = defined_or_null(weight);
     // PyTorch's default eps: the input dtype's machine epsilon.
@@ -371,14 +382,39 @@ std::tuple<at::Tensor, at::Tensor> fused_rms_norm(const at::Tensor& input, at::I
     return {out, rstd};
 }
 
+// RMS norm backward composed of ATen ops (each native or counted as a fallback), for the cases the
+// kernel does not take: the CPU has no _fused_rms_norm_backward to fall back to. With y = x * r * w
+// and r = rstd = (mean(x^2) + eps)^-1/2 over the normalized dims:
+//   grad_x = r * (g*w - x * r^2 * mean(g*w*x)),   grad_w = sum over the batch dims of g * x * r.
+std::tuple<at::Tensor, at::Tensor> rms_norm_backward_composed(const at::Tensor& grad_out, const at::Tensor& input,
+                                                              int64_t nd, const at::Tensor& rstd, const at::Tensor* w,
+                                                              std::array<bool, 2> mask) {
+    const c10::ScalarType acc = c10::promoteTypes(input.scalar_type(), rstd.scalar_type());
+    const at::Tensor x = input.to(acc), g = grad_out.to(acc), r = rstd.to(acc);
+    std::vector<int64_t> norm_dims, batch_dims;
+    for (int64_t d = 0; d < input.dim(); ++d) (d < input.dim() - nd ? batch_dims : norm_dims).push_back(d);
+    at::Tensor grad_in, grad_w;
+    if (mask[0]) {
+        const at::Tensor gw = w ? g * w->to(acc) : g;
+        const at::Tensor dot = (gw * x).mean(norm_dims, /*keepdim=*/true);
+        grad_in = (r * (gw - x * r.square() * dot)).to(input.scalar_type());
+    }
+    if (mask[1] && w) {
+        at::Tensor per_row = g * x * r;
+        grad_w = (batch_dims.empty() ? per_row : per_row.sum(batch_dims)).to(w->scalar_type());
+    }
+    return {grad_in, grad_w};
+}
+
 std::tuple<at::Tensor, at::Tensor> fused_rms_norm_backward(const at::Tensor& grad_out, const at::Tensor& input,
                                                            at::IntArrayRef shape, const at::Tensor& rstd,
                                                            const std::optional<at::Tensor>& weight,
                                                            std::array<bool, 2> mask) {
+    at::native::_check_rms_norm_inputs_symint(input, c10::fromIntArrayRefSlow(shape), defined_or_empty(weight));
     const int64_t nd = static_cast<int64_t>(shape.size());
     const at::Tensor* w = defined_or_null(weight);
     if (!float_tensors({&grad_out, &input, &rstd}) || !optional_float(weight) || input.numel() == 0)
-        return run_fallback<at::_ops::_fused_rms_norm_backward>(grad_out, input, shape, rstd, weight, mask);
+        return rms_norm_backward_composed(grad_out, input, nd, rstd, w, mask);
     at::Tensor grad_in, grad_w;
     if (mask[0]) grad_in = at::empty(input.sizes(), input.options());
     if (mask[1] && w) grad_w = at::empty(w->sizes(), w->options());
