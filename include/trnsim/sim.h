@@ -129,5 +129,12 @@ void execute(CoreMemory& mem, const Instruction& ins);
 // executed as one product (same result up to fp32 association order).
 void execute_matmul_chain(CoreMemory& mem, const Instruction* chain, size_t count,
                           MovingOperandCache* cache = nullptr);
+// Several such chains with identical moving operands, into distinct PSUM tiles, executed
+// as one product (the run loop checks that nothing between them touches their operands).
+struct MatmulChainRef {
+    const Instruction* first;
+    size_t count;
+};
+void execute_matmul_batch(CoreMemory& mem, const MatmulChainRef* chains, size_t count, MovingOperandCache* cache);
 
 }  // namespace trnsim

@@ -55,6 +55,59 @@ static bool writes_sbuf_under(const AccessPattern& dst, const MovingOperandCache
     return b0 < static_cast<int64_t>(c.b1) && static_cast<int64_t>(c.b0) < b1;
 }
 
+// On-chip region an access pattern can touch (HBM operands are never matmul operands).
+struct Region {
+    MemSpace space;
+    uint32_t p0, p1;
+    int64_t b0, b1;
+};
+
+static Region region_of(const AccessPattern& ap) {
+    int64_t lo = 0, hi = 0;
+    for (int k = 0; k < ap.ndim; ++k) {
+        const int64_t span = ap.stride[k] * (static_cast<int64_t>(ap.size[k]) - 1);
+        (span < 0 ? lo : hi) += span;
+    }
+    const int64_t es = static_cast<int64_t>(dtype_size(ap.dtype));
+    return Region{ap.space, ap.start_partition, static_cast<uint32_t>(ap.start_partition + ap.partitions),
+                  static_cast<int64_t>(ap.offset) + lo * es, static_cast<int64_t>(ap.offset) + (hi + 1) * es};
+}
+
+static bool overlap(const Region& a, const Region& b) {
+    return a.space == b.space && a.space != MemSpace::HBM && a.p0 < b.p1 && b.p0 < a.p1 && a.b0 < b.b1 && b.b0 < a.b1;
+}
+
+// Whether running the matmul chain [c0, c1) before instruction 'mid' (which comes earlier in
+// the program) could change either's result: 'mid' writes the chain's inputs, or touches its
+// PSUM tile.
+static bool conflicts(const Instruction& mid, const std::vector<Instruction>& instrs, size_t c0, size_t c1) {
+    const Region out = region_of(instrs[c0].dst);
+    const int nsrc = opcode_info(mid.op).nsrc;
+    const AccessPattern* srcs[3] = {&mid.src0, &mid.src1, &mid.src2};
+    for (int k = 0; k < nsrc; ++k)
+        if (srcs[k]->space == MemSpace::PSUM && overlap(region_of(*srcs[k]), out)) return true;
+    Region writes[2] = {region_of(mid.dst), region_of(mid.acc)};
+    const int nwrites = (mid.op == Opcode::activation && mid.reduce != ReduceOp::none) ? 2 : 1;
+    for (int w = 0; w < nwrites; ++w) {
+        if (overlap(writes[w], out)) return true;
+        for (size_t i = c0; i < c1; ++i)
+            if (overlap(writes[w], region_of(instrs[i].src0)) || overlap(writes[w], region_of(instrs[i].src1)))
+                return true;
+    }
+    return false;
+}
+
+static bool same_moving(const std::vector<Instruction>& instrs, size_t a0, size_t a1, size_t b0, size_t b1) {
+    if (a1 - a0 != b1 - b0) return false;
+    if ((instrs[a0].flags & F_ACCUMULATE) != (instrs[b0].flags & F_ACCUMULATE)) return false;
+    if (instrs[a0].src0.free_elems() != instrs[b0].src0.free_elems()) return false;
+    for (size_t i = 0; i < a1 - a0; ++i)
+        if (!same_ap(instrs[a0 + i].src1, instrs[b0 + i].src1) ||
+            instrs[a0 + i].src0.partitions != instrs[b0 + i].src0.partitions)
+            return false;
+    return true;
+}
+
 // Binds a relocatable program's arguments: every HBM operand gets its absolute address.
 static void relocate(const Program& prog, const uint64_t* args, size_t num_args, uint64_t hbm_size, Program& out) {
     if (num_args != prog.num_args())
@@ -102,13 +155,40 @@ RunStats NeuronCore::run(const Program& program, std::vector<InstrRecord>* recor
     if (records) records->reserve(records->size() + prog.instrs.size());
     uint32_t index = 0;
     size_t executed = 0;   // functional execution runs ahead of timing over matmul chains
+    std::vector<std::pair<size_t, size_t>> ahead;   // later chains already executed in a batch
+    constexpr size_t kMaxMatmulBatch = 4;
     moving_cache_.valid = false;
     for (const Instruction& ins : prog.instrs) {
+        if (functional && index >= executed && !ahead.empty() && ahead.front().first == index) {
+            executed = ahead.front().second;   // this chain already ran with an earlier batch
+            ahead.erase(ahead.begin());
+        }
         if (functional && index >= executed) {
             size_t end = index + 1;
             if (ins.op == Opcode::nc_matmul) {
-                while (end < prog.instrs.size() && continues_matmul_chain(ins, prog.instrs[end])) ++end;
-                execute_matmul_chain(*mem_, &ins, end - index, &moving_cache_);
+                const auto& in = prog.instrs;
+                while (end < in.size() && continues_matmul_chain(ins, in[end])) ++end;
+                // Later chains sweeping the same moving operands join this one while nothing in
+                // between touches their operands or PSUM tiles.
+                std::vector<MatmulChainRef> batch{{&ins, end - index}};
+                size_t scan = end;
+                std::vector<size_t> between;
+                while (batch.size() < kMaxMatmulBatch && scan < in.size()) {
+                    size_t c0 = scan;
+                    while (c0 < in.size() && in[c0].op != Opcode::nc_matmul) between.push_back(c0++);
+                    if (c0 >= in.size()) break;
+                    size_t c1 = c0 + 1;
+                    while (c1 < in.size() && continues_matmul_chain(in[c0], in[c1])) ++c1;
+                    if (!same_moving(in, index, end, c0, c1)) break;
+                    bool safe = true;
+                    for (size_t m : between) safe = safe && !conflicts(in[m], in, c0, c1);
+                    for (const MatmulChainRef& b : batch) safe = safe && !overlap(region_of(b.first->dst), region_of(in[c0].dst));
+                    if (!safe) break;
+                    batch.push_back({&in[c0], c1 - c0});
+                    ahead.push_back({c0, c1});
+                    scan = c1;
+                }
+                execute_matmul_batch(*mem_, batch.data(), batch.size(), &moving_cache_);
             } else {
                 execute(*mem_, ins);
                 if (moving_cache_.valid && (writes_sbuf_under(ins.dst, moving_cache_) ||

@@ -127,3 +127,34 @@ TEST(KernelMatmul, OverlapsLoadsWithComputeAndKeepsTensorEBusy) {
     EXPECT_LT(s.duration_ps(), te + 0.35 * transfer_ps);
     EXPECT_GT(te / s.duration_ps(), 0.85);
 }
+
+// Functional execution runs matmul chains that share moving operands as one product; an
+// instruction between them that rewrites a later chain's stationary (or reads its PSUM
+// tile) must still be seen in program order.
+TEST(KernelMatmul, BatchedChainsRespectInstructionsBetweenThem) {
+    ChipConfig chip = load_chip("trn2");
+    NeuronCore core(chip, ExecMode::Functional, 1 << 22);
+    KernelBuilder kb(chip, "batch", 1 << 22);
+    Tile st0 = kb.alloc_sbuf(128, {128}, DType::f32), st1 = kb.alloc_sbuf(128, {128}, DType::f32);
+    Tile mv = kb.alloc_sbuf(128, {64}, DType::f32);
+    Tile p0 = kb.alloc_psum(128, 64), p1 = kb.alloc_psum(128, 64);
+    Tile out0 = kb.alloc_sbuf(128, {64}, DType::f32), out1 = kb.alloc_sbuf(128, {64}, DType::f32);
+    kb.memset(st0.ap(), 1.0f);
+    kb.memset(st1.ap(), 1.0f);
+    kb.memset(mv.ap(), 1.0f);
+    kb.matmul(p0.ap(), st0.ap(), mv.ap(), false);       // chain 1: every output = 128
+    kb.tensor_copy(out0.ap(), p0.ap());
+    kb.memset(st1.ap(), 2.0f);                          // rewrites chain 2's stationary
+    kb.matmul(p1.ap(), st1.ap(), mv.ap(), false);       // chain 2: every output = 256
+    kb.tensor_copy(out1.ap(), p1.ap());
+    kb.matmul(p0.ap(), st0.ap(), mv.ap(), false);       // chain 3 reuses p0 after it was read
+    kb.tensor_scalar(out0.ap(), p0.ap(), AluOp::add, 0.0f);
+    core.run(kb.finish());
+    auto value = [&](const Tile& t, uint32_t p, uint32_t i) {
+        return *reinterpret_cast<const float*>(core.memory().sbuf(p, t.offset + i * 4));
+    };
+    for (uint32_t p : {0u, 77u, 127u}) {
+        EXPECT_EQ(value(out0, p, 5), 128.0f);
+        EXPECT_EQ(value(out1, p, 63), 256.0f);
+    }
+}

@@ -7,6 +7,7 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <cstring>
 
 #include "exec_common.h"
 
@@ -69,6 +70,11 @@ namespace trnsim {
 // into [sum K, M] and [sum K, N] fp32 buffers and a single sgemm runs, which a
 // host BLAS does far more efficiently than many K <= 128 calls. The sum is the
 // same fp32 accumulation, in a different association order.
+static bool same_operands(const std::vector<AccessPattern>& a, const Instruction* chain, size_t count);
+
+// Loads the chain's moving operands into cache->data ([sum K, N] fp32) unless it already holds them.
+void execute_matmul_chain_moving(CoreMemory& mem, const Instruction* chain, size_t count, MovingOperandCache* cache);
+
 static bool same_operands(const std::vector<AccessPattern>& a, const Instruction* chain, size_t count) {
     if (a.size() != count) return false;
     for (size_t i = 0; i < count; ++i) {
@@ -78,6 +84,48 @@ static bool same_operands(const std::vector<AccessPattern>& a, const Instruction
             return false;
     }
     return true;
+}
+
+// The moving operand of consecutive chains is often the same SBUF data (one B panel swept
+// by every m tile): its fp32 copy [sum K, N] is kept in 'cache' until SBUF under it is written.
+static const float* load_moving(CoreMemory& mem, const Instruction* chain, size_t count, uint64_t K, uint64_t N,
+                                MovingOperandCache* cache) {
+    if (cache && cache->valid && same_operands(cache->operands, chain, count)) return cache->data.data();
+    float* b = cache ? (cache->data.resize(K * N), cache->data.data()) : exec::scratch(exec::kScratchB, K * N);
+    uint64_t k0 = 0;
+    for (size_t i = 0; i < count; ++i) {
+        mem.load_f32(chain[i].src1, b + k0 * N);
+        k0 += chain[i].src1.partitions;
+    }
+    if (!cache) return b;
+    cache->operands.clear();
+    cache->valid = true;
+    cache->p0 = ~0u;
+    cache->p1 = 0;
+    cache->b0 = ~0ull;
+    cache->b1 = 0;
+    for (size_t i = 0; i < count; ++i) {
+        const AccessPattern& ap = chain[i].src1;
+        cache->operands.push_back(ap);
+        cache->valid = cache->valid && ap.space == MemSpace::SBUF;
+        cache->p0 = std::min<uint32_t>(cache->p0, ap.start_partition);
+        cache->p1 = std::max<uint32_t>(cache->p1, ap.start_partition + ap.partitions);
+        int64_t lo = 0, hi = 0;   // element extent of the free dims
+        for (int k = 0; k < ap.ndim; ++k) {
+            const int64_t span = ap.stride[k] * (static_cast<int64_t>(ap.size[k]) - 1);
+            (span < 0 ? lo : hi) += span;
+        }
+        const int64_t es = static_cast<int64_t>(dtype_size(ap.dtype));
+        cache->b0 = std::min<uint64_t>(cache->b0, static_cast<uint64_t>(static_cast<int64_t>(ap.offset) + lo * es));
+        cache->b1 = std::max<uint64_t>(cache->b1, static_cast<uint64_t>(static_cast<int64_t>(ap.offset) + (hi + 1) * es));
+    }
+    return b;
+}
+
+void execute_matmul_chain_moving(CoreMemory& mem, const Instruction* chain, size_t count, MovingOperandCache* cache) {
+    uint64_t K = 0;
+    for (size_t i = 0; i < count; ++i) K += chain[i].src1.partitions;
+    load_moving(mem, chain, count, K, chain[0].src1.free_elems(), cache);
 }
 
 void execute_matmul_chain(CoreMemory& mem, const Instruction* chain, size_t count, MovingOperandCache* cache) {
@@ -101,42 +149,7 @@ void execute_matmul_chain(CoreMemory& mem, const Instruction* chain, size_t coun
         mem.load_f32(chain[i].src0, a + k0 * M);
         k0 += chain[i].src0.partitions;
     }
-    // The moving operand of consecutive chains is often the same SBUF data (one B
-    // panel swept by every m tile): its fp32 copy is reused until SBUF under it is written.
-    float* b;
-    if (cache && cache->valid && same_operands(cache->operands, chain, count)) {
-        b = cache->data.data();
-    } else {
-        b = cache ? (cache->data.resize(K * N), cache->data.data()) : exec::scratch(exec::kScratchB, K * N);
-        k0 = 0;
-        for (size_t i = 0; i < count; ++i) {
-            mem.load_f32(chain[i].src1, b + k0 * N);
-            k0 += chain[i].src1.partitions;
-        }
-        if (cache) {
-            cache->operands.clear();
-            cache->valid = true;
-            cache->p0 = ~0u;
-            cache->p1 = 0;
-            cache->b0 = ~0ull;
-            cache->b1 = 0;
-            for (size_t i = 0; i < count; ++i) {
-                const AccessPattern& ap = chain[i].src1;
-                cache->operands.push_back(ap);
-                cache->valid = cache->valid && ap.space == MemSpace::SBUF;
-                cache->p0 = std::min<uint32_t>(cache->p0, ap.start_partition);
-                cache->p1 = std::max<uint32_t>(cache->p1, ap.start_partition + ap.partitions);
-                int64_t lo = 0, hi = 0;   // element extent of the free dims
-                for (int k = 0; k < ap.ndim; ++k) {
-                    const int64_t span = ap.stride[k] * (static_cast<int64_t>(ap.size[k]) - 1);
-                    (span < 0 ? lo : hi) += span;
-                }
-                const int64_t es = static_cast<int64_t>(dtype_size(ap.dtype));
-                cache->b0 = std::min<uint64_t>(cache->b0, static_cast<uint64_t>(static_cast<int64_t>(ap.offset) + lo * es));
-                cache->b1 = std::max<uint64_t>(cache->b1, static_cast<uint64_t>(static_cast<int64_t>(ap.offset) + (hi + 1) * es));
-            }
-        }
-    }
+    const float* b = load_moving(mem, chain, count, K, N, cache);
     const AccessPattern& dst = chain[0].dst;
     mem.psum(dst.start_partition + M - 1, dst.offset + N * 4 - 1);   // bounds of the last element
     float* c = reinterpret_cast<float*>(mem.psum(dst.start_partition, dst.offset));
@@ -145,6 +158,60 @@ void execute_matmul_chain(CoreMemory& mem, const Instruction* chain, size_t coun
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, static_cast<int>(M), static_cast<int>(N), static_cast<int>(K),
                 1.0f, a, static_cast<int>(M), b, static_cast<int>(N), accumulate ? 1.0f : 0.0f, c,
                 static_cast<int>(ldc));
+}
+
+}  // namespace trnsim
+
+namespace trnsim {
+
+// Several chains that share their moving operands (one B chunk swept by consecutive m
+// tiles) run as one sgemm with their stationaries side by side: [sum K, chains x M].
+// The run loop only batches chains when nothing in between touches their operands.
+void execute_matmul_batch(CoreMemory& mem, const MatmulChainRef* chains, size_t count, MovingOperandCache* cache) {
+    bool dense = true;
+    for (size_t c = 0; c < count; ++c)
+        dense = dense && dense_f32_psum_rows(chains[c].first[0].dst, chains[c].first[0].src1.free_elems());
+    if (count == 1 || !dense) {   // (running the chains one after another is equally valid)
+        for (size_t c = 0; c < count; ++c) execute_matmul_chain(mem, chains[c].first, chains[c].count, cache);
+        return;
+    }
+    const Instruction& head = chains[0].first[0];
+    const uint64_t M = head.src0.free_elems(), N = head.src1.free_elems();
+    uint64_t K = 0;
+    for (size_t i = 0; i < chains[0].count; ++i) K += chains[0].first[i].src0.partitions;
+    const uint64_t MB = M * count;
+    // Moving operands: the first chain's (all chains share them), through the cache.
+    execute_matmul_chain_moving(mem, chains[0].first, chains[0].count, cache);
+    const float* b = cache->data.data();
+    float* a = exec::scratch(exec::kScratchA, K * MB);
+    float* tile = exec::scratch(exec::kScratchB, 128 * M);
+    for (size_t c = 0; c < count; ++c) {
+        uint64_t k0 = 0;
+        for (size_t i = 0; i < chains[c].count; ++i) {
+            const AccessPattern& st = chains[c].first[i].src0;
+            mem.load_f32(st, tile);
+            for (uint32_t k = 0; k < st.partitions; ++k)
+                std::memcpy(a + (k0 + k) * MB + c * M, tile + k * M, M * sizeof(float));
+            k0 += st.partitions;
+        }
+    }
+    const bool accumulate = head.flags & F_ACCUMULATE;
+    float* cbig = exec::scratch(exec::kScratchC, MB * N);
+    auto row = [&](size_t c, uint64_t m) {
+        const AccessPattern& dst = chains[c].first[0].dst;
+        return reinterpret_cast<float*>(mem.psum(dst.start_partition + static_cast<uint32_t>(m), dst.offset));
+    };
+    if (accumulate)
+        for (size_t c = 0; c < count; ++c)
+            for (uint64_t m = 0; m < M; ++m) std::memcpy(cbig + (c * M + m) * N, row(c, m), N * sizeof(float));
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, static_cast<int>(MB), static_cast<int>(N), static_cast<int>(K),
+                1.0f, a, static_cast<int>(MB), b, static_cast<int>(N), accumulate ? 1.0f : 0.0f, cbig,
+                static_cast<int>(N));
+    for (size_t c = 0; c < count; ++c) {
+        const AccessPattern& dst = chains[c].first[0].dst;
+        mem.psum(dst.start_partition + static_cast<uint32_t>(M) - 1, dst.offset + N * 4 - 1);   // bounds
+        for (uint64_t m = 0; m < M; ++m) std::memcpy(row(c, m), cbig + (c * M + m) * N, N * sizeof(float));
+    }
 }
 
 }  // namespace trnsim
