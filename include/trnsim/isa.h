@@ -188,6 +188,10 @@ struct Program {
     std::vector<Instruction> instrs;
     std::vector<std::string> tag_names;   // optional names for Instruction::tag values
     bool prevalidated = false;            // set by KernelBuilder::finish(): run() skips validate()
+    // Unique per finished kernel (KernelBuilder::finish), 0 for hand-built programs. A core
+    // reuses the timing of a program it has run before; a program must not change after
+    // it has an id.
+    uint64_t id = 0;
     // Launch arguments (see AccessPattern::arg): bytes each one must provide from its base.
     std::vector<uint64_t> arg_extent;
     size_t num_args() const { return arg_extent.size(); }

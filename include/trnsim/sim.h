@@ -12,6 +12,7 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <unordered_map>
 #include <vector>
 
 #include "trnsim/chip.h"
@@ -90,6 +91,9 @@ struct MovingOperandCache {
     uint32_t p0 = 0, p1 = 0;
     uint64_t b0 = 0, b1 = 0;   // conservative byte bound within a partition
     std::vector<float> data;
+    // The same for the stacked stationaries of recent matmul batches (an A panel swept
+    // once per moving chunk), one entry per batch, each with its own bounds.
+    std::vector<MovingOperandCache> stationaries;
 };
 class TimingModel;   // src/sim/timing.h
 
@@ -119,8 +123,12 @@ private:
     ExecMode mode_;
     std::unique_ptr<CoreMemory> mem_;
     std::unique_ptr<TimingModel> timing_;
+    void execute_functional(const Program& prog);
+    void invalidate_cached_operands(const AccessPattern& dst);
+
     Program relocated_;   // scratch: the last program with its arguments bound
     MovingOperandCache moving_cache_;
+    std::unordered_map<uint64_t, RunStats> timing_memo_;   // Program::id -> stats relative to its start
 };
 
 // Functional semantics of one instruction (dispatches to src/sim/exec/<name>.cpp).

@@ -3,6 +3,7 @@
 #include "trnsim/kernel.h"
 
 #include <algorithm>
+#include <atomic>
 #include <sstream>
 
 namespace trnsim {
@@ -348,8 +349,10 @@ void KernelBuilder::barrier() {
 }
 
 Program KernelBuilder::finish() {
+    static std::atomic<uint64_t> next_id{1};
     Program p = std::move(prog_);
     p.prevalidated = true;
+    p.id = next_id++;
     compute_arg_extents(p);
     prog_ = Program{};
     prog_.name = p.name;

@@ -88,6 +88,41 @@ static bool same_operands(const std::vector<AccessPattern>& a, const Instruction
 
 // The moving operand of consecutive chains is often the same SBUF data (one B panel swept
 // by every m tile): its fp32 copy [sum K, N] is kept in 'cache' until SBUF under it is written.
+static bool same_ap_fields(const AccessPattern& x, const AccessPattern& y) {
+    return x.space == y.space && x.dtype == y.dtype && x.ndim == y.ndim && x.start_partition == y.start_partition &&
+           x.partitions == y.partitions && x.offset == y.offset && x.size == y.size && x.stride == y.stride;
+}
+
+static bool same_ap_list(const std::vector<AccessPattern>& a, const std::vector<AccessPattern>& b) {
+    if (a.size() != b.size()) return false;
+    for (size_t i = 0; i < a.size(); ++i)
+        if (!same_ap_fields(a[i], b[i])) return false;
+    return true;
+}
+
+// Records which operands a cache entry holds and the SBUF bytes they span (valid only for SBUF).
+static void set_bounds(MovingOperandCache& e, const std::vector<AccessPattern>& aps) {
+    e.operands = aps;
+    e.valid = true;
+    e.p0 = ~0u;
+    e.p1 = 0;
+    e.b0 = ~0ull;
+    e.b1 = 0;
+    for (const AccessPattern& ap : aps) {
+        e.valid = e.valid && ap.space == MemSpace::SBUF;
+        e.p0 = std::min<uint32_t>(e.p0, ap.start_partition);
+        e.p1 = std::max<uint32_t>(e.p1, ap.start_partition + ap.partitions);
+        int64_t lo = 0, hi = 0;   // element extent of the free dims
+        for (int k = 0; k < ap.ndim; ++k) {
+            const int64_t span = ap.stride[k] * (static_cast<int64_t>(ap.size[k]) - 1);
+            (span < 0 ? lo : hi) += span;
+        }
+        const int64_t es = static_cast<int64_t>(dtype_size(ap.dtype));
+        e.b0 = std::min<uint64_t>(e.b0, static_cast<uint64_t>(static_cast<int64_t>(ap.offset) + lo * es));
+        e.b1 = std::max<uint64_t>(e.b1, static_cast<uint64_t>(static_cast<int64_t>(ap.offset) + (hi + 1) * es));
+    }
+}
+
 static const float* load_moving(CoreMemory& mem, const Instruction* chain, size_t count, uint64_t K, uint64_t N,
                                 MovingOperandCache* cache) {
     if (cache && cache->valid && same_operands(cache->operands, chain, count)) return cache->data.data();
@@ -98,27 +133,9 @@ static const float* load_moving(CoreMemory& mem, const Instruction* chain, size_
         k0 += chain[i].src1.partitions;
     }
     if (!cache) return b;
-    cache->operands.clear();
-    cache->valid = true;
-    cache->p0 = ~0u;
-    cache->p1 = 0;
-    cache->b0 = ~0ull;
-    cache->b1 = 0;
-    for (size_t i = 0; i < count; ++i) {
-        const AccessPattern& ap = chain[i].src1;
-        cache->operands.push_back(ap);
-        cache->valid = cache->valid && ap.space == MemSpace::SBUF;
-        cache->p0 = std::min<uint32_t>(cache->p0, ap.start_partition);
-        cache->p1 = std::max<uint32_t>(cache->p1, ap.start_partition + ap.partitions);
-        int64_t lo = 0, hi = 0;   // element extent of the free dims
-        for (int k = 0; k < ap.ndim; ++k) {
-            const int64_t span = ap.stride[k] * (static_cast<int64_t>(ap.size[k]) - 1);
-            (span < 0 ? lo : hi) += span;
-        }
-        const int64_t es = static_cast<int64_t>(dtype_size(ap.dtype));
-        cache->b0 = std::min<uint64_t>(cache->b0, static_cast<uint64_t>(static_cast<int64_t>(ap.offset) + lo * es));
-        cache->b1 = std::max<uint64_t>(cache->b1, static_cast<uint64_t>(static_cast<int64_t>(ap.offset) + (hi + 1) * es));
-    }
+    std::vector<AccessPattern> aps;
+    for (size_t i = 0; i < count; ++i) aps.push_back(chain[i].src1);
+    set_bounds(*cache, aps);
     return b;
 }
 
@@ -183,18 +200,35 @@ void execute_matmul_batch(CoreMemory& mem, const MatmulChainRef* chains, size_t 
     // Moving operands: the first chain's (all chains share them), through the cache.
     execute_matmul_chain_moving(mem, chains[0].first, chains[0].count, cache);
     const float* b = cache->data.data();
-    float* a = exec::scratch(exec::kScratchA, K * MB);
-    float* tile = exec::scratch(exec::kScratchB, 128 * M);
-    for (size_t c = 0; c < count; ++c) {
-        uint64_t k0 = 0;
-        for (size_t i = 0; i < chains[c].count; ++i) {
-            const AccessPattern& st = chains[c].first[i].src0;
-            mem.load_f32(st, tile);
-            for (uint32_t k = 0; k < st.partitions; ++k)
-                std::memcpy(a + (k0 + k) * MB + c * M, tile + k * M, M * sizeof(float));
-            k0 += st.partitions;
+    // Stationaries side by side: chain c fills columns [c*M, (c+1)*M); reused from the cache
+    // when the same batch of stationaries ran before and SBUF under them is unchanged.
+    std::vector<AccessPattern> stationary_aps;
+    for (size_t c = 0; c < count; ++c)
+        for (size_t i = 0; i < chains[c].count; ++i) stationary_aps.push_back(chains[c].first[i].src0);
+    MovingOperandCache* hit = nullptr;
+    for (MovingOperandCache& e : cache->stationaries)
+        if (e.valid && same_ap_list(e.operands, stationary_aps)) hit = &e;
+    if (!hit) {
+        constexpr size_t kEntries = 32;
+        if (cache->stationaries.size() >= kEntries) cache->stationaries.erase(cache->stationaries.begin());
+        cache->stationaries.emplace_back();
+        hit = &cache->stationaries.back();
+        hit->data.resize(K * MB);
+        float* a = hit->data.data();
+        float* tile = exec::scratch(exec::kScratchB, 128 * M);
+        for (size_t c = 0; c < count; ++c) {
+            uint64_t k0 = 0;
+            for (size_t i = 0; i < chains[c].count; ++i) {
+                const AccessPattern& st = chains[c].first[i].src0;
+                mem.load_f32(st, tile);
+                for (uint32_t k = 0; k < st.partitions; ++k)
+                    std::memcpy(a + (k0 + k) * MB + c * M, tile + k * M, M * sizeof(float));
+                k0 += st.partitions;
+            }
         }
+        set_bounds(*hit, stationary_aps);
     }
+    const float* a = hit->data.data();
     const bool accumulate = head.flags & F_ACCUMULATE;
     float* cbig = exec::scratch(exec::kScratchC, MB * N);
     auto row = [&](size_t c, uint64_t m) {
