@@ -57,6 +57,8 @@ enum class Binary : uint8_t {
 
 // Elementwise ops: inputs broadcast to out's shape (as PyTorch does); any strides;
 // out must not overlap itself. Unary ops run on the ScalarE activation unit.
+// The ScalarE activation function computing a Unary op, if there is one (logical_not has none).
+std::optional<ActFunc> activation_of(Unary op);
 void unary(KernelBuilder& kb, Unary op, const TensorDesc& out, const TensorDesc& in);
 // out = a op (alpha * b)   (alpha only for add/sub, as torch.add(a, b, alpha=))
 void binary(KernelBuilder& kb, Binary op, const TensorDesc& out, const TensorDesc& a, const TensorDesc& b,

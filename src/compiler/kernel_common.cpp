@@ -6,30 +6,7 @@ namespace trnsim::compiler {
 namespace {
 
 ActFunc act_for(ops::Unary u) {
-    using ops::Unary;
-    switch (u) {
-        case Unary::identity: return ActFunc::identity;
-        case Unary::neg: return ActFunc::neg;
-        case Unary::abs: return ActFunc::abs;
-        case Unary::exp: return ActFunc::exp;
-        case Unary::log: return ActFunc::log;
-        case Unary::sqrt: return ActFunc::sqrt;
-        case Unary::rsqrt: return ActFunc::rsqrt;
-        case Unary::reciprocal: return ActFunc::reciprocal;
-        case Unary::sigmoid: return ActFunc::sigmoid;
-        case Unary::tanh: return ActFunc::tanh;
-        case Unary::relu: return ActFunc::relu;
-        case Unary::gelu: return ActFunc::gelu;
-        case Unary::gelu_tanh: return ActFunc::gelu_tanh;
-        case Unary::silu: return ActFunc::silu;
-        case Unary::sin: return ActFunc::sin;
-        case Unary::cos: return ActFunc::cos;
-        case Unary::erf: return ActFunc::erf;
-        case Unary::square: return ActFunc::square;
-        case Unary::sign: return ActFunc::sign;
-        case Unary::softplus: return ActFunc::softplus;
-        case Unary::logical_not: break;
-    }
+    if (std::optional<ActFunc> f = ops::activation_of(u)) return *f;
     throw CompileError("fused step: unary op " + std::to_string(static_cast<int>(u)) + " has no activation function");
 }
 

@@ -12,29 +12,7 @@ using namespace detail;
 namespace {
 
 ActFunc act_for(Unary op) {
-    switch (op) {
-        case Unary::identity: return ActFunc::identity;
-        case Unary::neg: return ActFunc::neg;
-        case Unary::abs: return ActFunc::abs;
-        case Unary::exp: return ActFunc::exp;
-        case Unary::log: return ActFunc::log;
-        case Unary::sqrt: return ActFunc::sqrt;
-        case Unary::rsqrt: return ActFunc::rsqrt;
-        case Unary::reciprocal: return ActFunc::reciprocal;
-        case Unary::sigmoid: return ActFunc::sigmoid;
-        case Unary::tanh: return ActFunc::tanh;
-        case Unary::relu: return ActFunc::relu;
-        case Unary::gelu: return ActFunc::gelu;
-        case Unary::gelu_tanh: return ActFunc::gelu_tanh;
-        case Unary::silu: return ActFunc::silu;
-        case Unary::sin: return ActFunc::sin;
-        case Unary::cos: return ActFunc::cos;
-        case Unary::erf: return ActFunc::erf;
-        case Unary::square: return ActFunc::square;
-        case Unary::sign: return ActFunc::sign;
-        case Unary::softplus: return ActFunc::softplus;
-        case Unary::logical_not: break;
-    }
+    if (std::optional<ActFunc> f = activation_of(op)) return *f;
     throw OpError("unary: op " + std::to_string(static_cast<int>(op)) + " has no activation function");
 }
 
@@ -347,6 +325,33 @@ void activation_backward(KernelBuilder& kb, ActivationGrad op, const TensorDesc&
         }
         throw OpError("activation_backward: unknown op " + std::to_string(static_cast<int>(op)));
     });
+}
+
+std::optional<ActFunc> activation_of(Unary op) {
+    switch (op) {
+        case Unary::identity: return ActFunc::identity;
+        case Unary::neg: return ActFunc::neg;
+        case Unary::abs: return ActFunc::abs;
+        case Unary::exp: return ActFunc::exp;
+        case Unary::log: return ActFunc::log;
+        case Unary::sqrt: return ActFunc::sqrt;
+        case Unary::rsqrt: return ActFunc::rsqrt;
+        case Unary::reciprocal: return ActFunc::reciprocal;
+        case Unary::sigmoid: return ActFunc::sigmoid;
+        case Unary::tanh: return ActFunc::tanh;
+        case Unary::relu: return ActFunc::relu;
+        case Unary::gelu: return ActFunc::gelu;
+        case Unary::gelu_tanh: return ActFunc::gelu_tanh;
+        case Unary::silu: return ActFunc::silu;
+        case Unary::sin: return ActFunc::sin;
+        case Unary::cos: return ActFunc::cos;
+        case Unary::erf: return ActFunc::erf;
+        case Unary::square: return ActFunc::square;
+        case Unary::sign: return ActFunc::sign;
+        case Unary::softplus: return ActFunc::softplus;
+        case Unary::logical_not: break;
+    }
+    return std::nullopt;
 }
 
 }  // namespace trnsim::ops
