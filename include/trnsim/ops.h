@@ -59,6 +59,8 @@ enum class Binary : uint8_t {
 // out must not overlap itself. Unary ops run on the ScalarE activation unit.
 // The ScalarE activation function computing a Unary op, if there is one (logical_not has none).
 std::optional<ActFunc> activation_of(Unary op);
+// The engine ALU operation computing a Binary op.
+AluOp alu_of(Binary op);
 void unary(KernelBuilder& kb, Unary op, const TensorDesc& out, const TensorDesc& in);
 // out = a op (alpha * b)   (alpha only for add/sub, as torch.add(a, b, alpha=))
 void binary(KernelBuilder& kb, Binary op, const TensorDesc& out, const TensorDesc& a, const TensorDesc& b,

@@ -10,32 +10,6 @@ ActFunc act_for(ops::Unary u) {
     throw CompileError("fused step: unary op " + std::to_string(static_cast<int>(u)) + " has no activation function");
 }
 
-AluOp alu_for(ops::Binary b) {
-    using ops::Binary;
-    switch (b) {
-        case Binary::add: return AluOp::add;
-        case Binary::sub: return AluOp::sub;
-        case Binary::mul: return AluOp::mul;
-        case Binary::div: return AluOp::div;
-        case Binary::maximum: return AluOp::max;
-        case Binary::minimum: return AluOp::min;
-        case Binary::pow: return AluOp::pow;
-        case Binary::fmod: return AluOp::mod;
-        case Binary::eq: return AluOp::eq;
-        case Binary::ne: return AluOp::ne;
-        case Binary::lt: return AluOp::lt;
-        case Binary::le: return AluOp::le;
-        case Binary::gt: return AluOp::gt;
-        case Binary::ge: return AluOp::ge;
-        case Binary::logical_and: return AluOp::logical_and;
-        case Binary::logical_or: return AluOp::logical_or;
-        case Binary::logical_xor: return AluOp::logical_xor;
-        case Binary::bitwise_and: return AluOp::bitwise_and;
-        case Binary::bitwise_or: return AluOp::bitwise_or;
-        case Binary::bitwise_xor: return AluOp::bitwise_xor;
-    }
-    throw CompileError("fused step: unknown binary op " + std::to_string(static_cast<int>(b)));
-}
 
 const StreamEngineConfig& engine_config(const ChipConfig& chip, Engine e) {
     return e == Engine::Scalar ? chip.scalar : e == Engine::GpSimd ? chip.gpsimd : chip.vector;
@@ -72,11 +46,11 @@ void emit_step(KernelBuilder& kb, EngineBalancer& engines, const Step& s, const 
             kb.activation(dst, args[0], act_for(static_cast<ops::Unary>(s.i0)));
             return;
         case Op::binary:
-            kb.tensor_tensor(dst, args[0], args[1], alu_for(static_cast<ops::Binary>(s.i0)),
+            kb.tensor_tensor(dst, args[0], args[1], ops::alu_of(static_cast<ops::Binary>(s.i0)),
                              engines.pick({Engine::Vector, Engine::GpSimd}, elems));
             return;
         case Op::binary_scalar:
-            kb.tensor_scalar_ex(dst, args[0], alu_for(static_cast<ops::Binary>(s.i0)), s.f0, nullptr, AluOp::bypass, 0.0f,
+            kb.tensor_scalar_ex(dst, args[0], ops::alu_of(static_cast<ops::Binary>(s.i0)), s.f0, nullptr, AluOp::bypass, 0.0f,
                                 nullptr, s.i1 ? F_REVERSE0 : 0, engines.pick({Engine::Vector, Engine::GpSimd}, elems));
             return;
         case Op::where:

@@ -16,31 +16,6 @@ ActFunc act_for(Unary op) {
     throw OpError("unary: op " + std::to_string(static_cast<int>(op)) + " has no activation function");
 }
 
-AluOp alu_for(Binary op) {
-    switch (op) {
-        case Binary::add: return AluOp::add;
-        case Binary::sub: return AluOp::sub;
-        case Binary::mul: return AluOp::mul;
-        case Binary::div: return AluOp::div;
-        case Binary::maximum: return AluOp::max;
-        case Binary::minimum: return AluOp::min;
-        case Binary::pow: return AluOp::pow;
-        case Binary::fmod: return AluOp::mod;
-        case Binary::eq: return AluOp::eq;
-        case Binary::ne: return AluOp::ne;
-        case Binary::lt: return AluOp::lt;
-        case Binary::le: return AluOp::le;
-        case Binary::gt: return AluOp::gt;
-        case Binary::ge: return AluOp::ge;
-        case Binary::logical_and: return AluOp::logical_and;
-        case Binary::logical_or: return AluOp::logical_or;
-        case Binary::logical_xor: return AluOp::logical_xor;
-        case Binary::bitwise_and: return AluOp::bitwise_and;
-        case Binary::bitwise_or: return AluOp::bitwise_or;
-        case Binary::bitwise_xor: return AluOp::bitwise_xor;
-    }
-    throw OpError("binary: unknown op " + std::to_string(static_cast<int>(op)));
-}
 
 bool is_bitwise(Binary op) {
     return op == Binary::bitwise_and || op == Binary::bitwise_or || op == Binary::bitwise_xor;
@@ -171,7 +146,7 @@ void unary(KernelBuilder& kb, Unary op, const TensorDesc& out, const TensorDesc&
 }
 
 void binary(KernelBuilder& kb, Binary op, const TensorDesc& out, const TensorDesc& a, const TensorDesc& b, float alpha) {
-    const AluOp alu = alu_for(op);
+    const AluOp alu = alu_of(op);
     check_bitwise_dtypes("binary", op, {&out, &a, &b});
     const bool scaled = alpha != 1.0f;
     if (scaled && op != Binary::add && op != Binary::sub) fail("binary", "alpha is only defined for add and sub");
@@ -207,7 +182,7 @@ void binary(KernelBuilder& kb, Binary op, const TensorDesc& out, const TensorDes
 }
 
 void binary_scalar(KernelBuilder& kb, Binary op, const TensorDesc& out, const TensorDesc& a, float s, bool reverse) {
-    const AluOp alu = alu_for(op);
+    const AluOp alu = alu_of(op);
     check_bitwise_dtypes("binary_scalar", op, {&out, &a});
     run_elementwise(kb, "binary_scalar", out, {&a}, 0, [&](auto& x, auto& y, auto&) {
         kb.tensor_scalar_ex(y, x[0], alu, s, nullptr, AluOp::bypass, 0.0f, nullptr, reverse ? F_REVERSE0 : 0);
@@ -325,6 +300,32 @@ void activation_backward(KernelBuilder& kb, ActivationGrad op, const TensorDesc&
         }
         throw OpError("activation_backward: unknown op " + std::to_string(static_cast<int>(op)));
     });
+}
+
+AluOp alu_of(Binary op) {
+    switch (op) {
+        case Binary::add: return AluOp::add;
+        case Binary::sub: return AluOp::sub;
+        case Binary::mul: return AluOp::mul;
+        case Binary::div: return AluOp::div;
+        case Binary::maximum: return AluOp::max;
+        case Binary::minimum: return AluOp::min;
+        case Binary::pow: return AluOp::pow;
+        case Binary::fmod: return AluOp::mod;
+        case Binary::eq: return AluOp::eq;
+        case Binary::ne: return AluOp::ne;
+        case Binary::lt: return AluOp::lt;
+        case Binary::le: return AluOp::le;
+        case Binary::gt: return AluOp::gt;
+        case Binary::ge: return AluOp::ge;
+        case Binary::logical_and: return AluOp::logical_and;
+        case Binary::logical_or: return AluOp::logical_or;
+        case Binary::logical_xor: return AluOp::logical_xor;
+        case Binary::bitwise_and: return AluOp::bitwise_and;
+        case Binary::bitwise_or: return AluOp::bitwise_or;
+        case Binary::bitwise_xor: return AluOp::bitwise_xor;
+    }
+    throw OpError("binary: unknown op " + std::to_string(static_cast<int>(op)));
 }
 
 std::optional<ActFunc> activation_of(Unary op) {
