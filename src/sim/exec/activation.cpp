@@ -15,16 +15,8 @@ void exec_activation(CoreMemory& mem, const Instruction& ins) {
     float* scale = exec::scratch(exec::kScratchB, P);
     float* bias = exec::scratch(exec::kScratchC, P);
     mem.load_f32(ins.src0, x);
-    if (ins.flags & F_SCALE_AP) {
-        exec::load_per_partition(mem, ins, ins.src1, "scale (src1)", P, scale);
-    } else {
-        std::fill(scale, scale + P, ins.imm0);
-    }
-    if (ins.flags & F_BIAS_AP) {
-        exec::load_per_partition(mem, ins, ins.src2, "bias (src2)", P, bias);
-    } else {
-        std::fill(bias, bias + P, ins.imm1);
-    }
+    exec::per_partition_operand(mem, ins, ins.flags & F_SCALE_AP, ins.src1, "scale (src1)", ins.imm0, P, scale);
+    exec::per_partition_operand(mem, ins, ins.flags & F_BIAS_AP, ins.src2, "bias (src2)", ins.imm1, P, bias);
     exec::with_act(ins.func, [&](auto func) {
         for (uint32_t p = 0; p < P; ++p) {
             float* row = x + p * F;

@@ -3,6 +3,7 @@
 // activation function application, reductions, scratch buffers and affine
 // index iteration. Engines compute in fp32 and round on store (CoreMemory).
 #pragma once
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -31,6 +32,12 @@ void require_same_elems(const Instruction& ins, const AccessPattern& a, const ch
 // Loads a [P,1] per-partition operand (P = partitions) into out[P].
 void load_per_partition(CoreMemory& mem, const Instruction& ins, const AccessPattern& ap, const char* name,
                         uint32_t partitions, float* out);
+// A per-partition operand that is either the [P,1] AP 'ap' (when from_ap) or the immediate 'imm'.
+inline void per_partition_operand(CoreMemory& mem, const Instruction& ins, bool from_ap, const AccessPattern& ap,
+                                  const char* name, float imm, uint32_t partitions, float* out) {
+    if (from_ap) load_per_partition(mem, ins, ap, name, partitions, out);
+    else std::fill(out, out + partitions, imm);
+}
 
 // float -> int32 the way bitwise ALU ops see their operands: truncate, saturate, NaN -> 0.
 inline int32_t alu_to_int(float v) {

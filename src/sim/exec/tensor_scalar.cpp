@@ -34,18 +34,10 @@ void exec_tensor_scalar(CoreMemory& mem, const Instruction& ins) {
     float* s0 = exec::scratch(exec::kScratchB, P);
     float* s1 = exec::scratch(exec::kScratchC, P);
     mem.load_f32(ins.src0, x);
-    if (ins.flags & F_S0_AP) {
-        exec::load_per_partition(mem, ins, ins.src1, "s0 (src1)", P, s0);
-    } else {
-        std::fill(s0, s0 + P, ins.imm0);
-    }
+    exec::per_partition_operand(mem, ins, ins.flags & F_S0_AP, ins.src1, "s0 (src1)", ins.imm0, P, s0);
     apply_scalar_op(ins.alu0, ins.flags & F_REVERSE0, s0, x, P, F);
     if (ins.alu1 != AluOp::bypass) {
-        if (ins.flags & F_S1_AP) {
-            exec::load_per_partition(mem, ins, ins.src2, "s1 (src2)", P, s1);
-        } else {
-            std::fill(s1, s1 + P, ins.imm1);
-        }
+        exec::per_partition_operand(mem, ins, ins.flags & F_S1_AP, ins.src2, "s1 (src2)", ins.imm1, P, s1);
         apply_scalar_op(ins.alu1, ins.flags & F_REVERSE1, s1, x, P, F);
     }
     mem.store_f32(ins.dst, x);
