@@ -38,7 +38,7 @@ export CMAKE_BUILD_PARALLEL_LEVEL := $(JOBS)
 CONFIG_ENV := TRNSIM_CONFIG_DIR="$${TRNSIM_CONFIG_DIR:-$(CURDIR)/configs/chips}"
 
 APT_PACKAGES := build-essential cmake ninja-build ccache pkg-config \
-	libopenblas-dev libyaml-cpp-dev libgtest-dev libgmock-dev libbenchmark-dev \
+	libopenblas-dev libsleef-dev libyaml-cpp-dev libgtest-dev libgmock-dev libbenchmark-dev \
 	nlohmann-json3-dev pybind11-dev python3-dev python3-venv chromium
 # expecttest: torch.testing._internal (PyTorch's OpInfo database, `make conformance`) imports it.
 PIP_PACKAGES := torch==2.13.0 numpy pytest hypothesis pyyaml rich matplotlib \

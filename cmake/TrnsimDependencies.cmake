@@ -3,6 +3,7 @@
 # Defines:
 #   trnsim::openblas  CBLAS (cblas_sgemm and friends) from OpenBLAS, <cblas.h> on the include path
 #   trnsim::yaml_cpp  yaml-cpp, whatever its exported target is called in the installed version
+#   trnsim::sleef     SLEEF vectorised math (the ScalarE transcendentals), <sleef.h> on the include path
 #   Threads::Threads
 
 find_package(Threads REQUIRED)
@@ -34,4 +35,21 @@ if(TARGET yaml-cpp::yaml-cpp)
   target_link_libraries(trnsim::yaml_cpp INTERFACE yaml-cpp::yaml-cpp)
 else()
   target_link_libraries(trnsim::yaml_cpp INTERFACE yaml-cpp)
+endif()
+
+# SLEEF: Debian ships sleef.pc; otherwise look for the library and header directly.
+if(PkgConfig_FOUND)
+  pkg_check_modules(SLEEF QUIET IMPORTED_TARGET sleef)
+endif()
+add_library(trnsim::sleef INTERFACE IMPORTED)
+if(SLEEF_FOUND)
+  target_link_libraries(trnsim::sleef INTERFACE PkgConfig::SLEEF)
+else()
+  find_library(SLEEF_LIBRARY NAMES sleef)
+  find_path(SLEEF_INCLUDE_DIR NAMES sleef.h PATH_SUFFIXES x86_64-linux-gnu)
+  if(NOT SLEEF_LIBRARY OR NOT SLEEF_INCLUDE_DIR)
+    message(FATAL_ERROR "SLEEF not found: install libsleef-dev (make deps)")
+  endif()
+  target_link_libraries(trnsim::sleef INTERFACE "${SLEEF_LIBRARY}")
+  target_include_directories(trnsim::sleef INTERFACE "${SLEEF_INCLUDE_DIR}")
 endif()

@@ -53,7 +53,9 @@ enum class MemSpace : uint8_t { HBM, SBUF, PSUM };
 
 enum class ActFunc : uint8_t {
     identity, exp, log, tanh, sigmoid, gelu, gelu_tanh, silu, relu, rsqrt, sqrt, square, reciprocal,
-    abs, neg, sin, cos, erf, softplus, sign, count_
+    abs, neg, sin, cos, erf, softplus, sign,
+    gelu_dx, gelu_tanh_dx, silu_dx,   // derivatives, for backward passes
+    count_
 };
 
 enum class AluOp : uint8_t {

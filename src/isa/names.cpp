@@ -15,7 +15,8 @@ static_assert(sizeof(kOpcodeTable) / sizeof(kOpcodeTable[0]) == static_cast<size
 
 const char* const kActNames[] = {"identity", "exp",  "log",  "tanh",      "sigmoid", "gelu", "gelu_tanh",
                                  "silu",     "relu", "rsqrt", "sqrt",     "square",  "reciprocal",
-                                 "abs",      "neg",  "sin",  "cos",       "erf",     "softplus", "sign"};
+                                 "abs",      "neg",  "sin",  "cos",       "erf",     "softplus", "sign",
+                                 "gelu_dx",  "gelu_tanh_dx", "silu_dx"};
 static_assert(sizeof(kActNames) / sizeof(kActNames[0]) == static_cast<size_t>(ActFunc::count_));
 
 const char* const kAluNames[] = {"bypass",      "add",        "sub",         "mul",         "div",

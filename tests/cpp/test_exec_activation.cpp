@@ -36,6 +36,17 @@ double RefAct(ActFunc f, double x) {
         case ActFunc::erf: return std::erf(x);
         case ActFunc::softplus: return std::log1p(std::exp(x));
         case ActFunc::sign: return x > 0 ? 1.0 : (x < 0 ? -1.0 : 0.0);
+        case ActFunc::gelu_dx:
+            return 0.5 * (1.0 + std::erf(x / std::sqrt(2.0))) + x * std::exp(-0.5 * x * x) / std::sqrt(2.0 * M_PI);
+        case ActFunc::gelu_tanh_dx: {
+            const double c = std::sqrt(2.0 / M_PI), k = 0.044715;
+            const double t = std::tanh(c * (x + k * x * x * x));
+            return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * c * (1.0 + 3.0 * k * x * x);
+        }
+        case ActFunc::silu_dx: {
+            const double s = 1.0 / (1.0 + std::exp(-x));
+            return s * (1.0 + x * (1.0 - s));
+        }
         default: break;
     }
     ADD_FAILURE() << "no reference for " << act_func_name(f);
@@ -185,4 +196,27 @@ TEST_F(ActivationTest, SoftplusIsStableAtExtremes) {
     EXPECT_NEAR(y[1], std::exp(-30.0), 1e-18);
     EXPECT_EQ(y[2], 30.0f);
     EXPECT_EQ(y[3], 200.0f);
+}
+
+// Far from zero the derivative functions reach their limits without overflow or cancellation.
+TEST_F(ActivationTest, DerivativesStayFiniteInTheTails) {
+    const std::vector<float> xs = {-200.0f, -40.0f, -12.0f, -6.0f, -1e-3f, 0.0f, 1e-3f, 6.0f, 12.0f, 40.0f, 200.0f};
+    const uint32_t F = static_cast<uint32_t>(xs.size());
+    AccessPattern x = sbuf_ap(0, 1, 0, DType::f32, {F});
+    Put(x, xs);
+    for (ActFunc func : {ActFunc::gelu_dx, ActFunc::gelu_tanh_dx, ActFunc::silu_dx, ActFunc::gelu,
+                         ActFunc::gelu_tanh, ActFunc::silu, ActFunc::sigmoid, ActFunc::softplus}) {
+        AccessPattern dst = sbuf_ap(0, 1, 512, DType::f32, {F});
+        Instruction ins = Make(Opcode::activation, Engine::Scalar);
+        ins.func = func;
+        ins.dst = dst, ins.src0 = x;
+        ins.imm0 = 1.0f;   // scale
+        execute(mem, ins);
+        std::vector<float> got = Get(dst);
+        for (uint32_t i = 0; i < F; ++i) {
+            const double ref = RefAct(func, xs[i]);
+            EXPECT_TRUE(std::isfinite(got[i])) << act_func_name(func) << "(" << xs[i] << ") = " << got[i];
+            EXPECT_NEAR(got[i], ref, 1e-4 * std::fabs(ref) + 1e-30) << act_func_name(func) << "(" << xs[i] << ")";
+        }
+    }
 }

@@ -240,47 +240,20 @@ void copy(KernelBuilder& kb, const TensorDesc& out, const TensorDesc& in) {
 
 void activation_backward(KernelBuilder& kb, ActivationGrad op, const TensorDesc& grad_in, const TensorDesc& grad_out,
                          const TensorDesc& x, float threshold) {
-    constexpr float kInvSqrt2 = 0.70710678118654752f;
-    constexpr float kInvSqrt2Pi = 0.39894228040143268f;   // 1 / sqrt(2 pi)
-    constexpr float kBeta = 0.79788456080286536f;         // sqrt(2 / pi)
-    constexpr float kKappa = 0.044715f;
-    const int ntmp = op == ActivationGrad::gelu_tanh ? 3 : op == ActivationGrad::threshold ? 1 : 2;
+    const int ntmp = 1;
     run_elementwise(kb, "activation_backward", grad_in, {&grad_out, &x}, ntmp, [&](auto& in, auto& out, auto& t) {
         const AccessPattern &g = in[0], &v = in[1];
         switch (op) {
             case ActivationGrad::gelu:
-                // Phi(x) + x * phi(x)
-                kb.activation(t[0], v, ActFunc::erf, kInvSqrt2);
-                kb.tensor_scalar(t[0], t[0], AluOp::mul, 0.5f, AluOp::add, 0.5f);
-                kb.activation(t[1], v, ActFunc::square);
-                kb.activation(t[1], t[1], ActFunc::exp, -0.5f);
-                kb.tensor_tensor(t[1], t[1], v, AluOp::mul);
-                kb.tensor_scalar(t[1], t[1], AluOp::mul, kInvSqrt2Pi);
-                kb.tensor_tensor(t[0], t[0], t[1], AluOp::add);
+                kb.activation(t[0], v, ActFunc::gelu_dx);
                 kb.tensor_tensor(out, t[0], g, AluOp::mul);
                 return;
             case ActivationGrad::gelu_tanh:
-                // 0.5 (1 + tanh(u)) + 0.5 x (1 - tanh(u)^2) beta (1 + 3 kappa x^2), u = beta (x + kappa x^3)
-                kb.activation(t[0], v, ActFunc::square);                               // x^2
-                kb.tensor_scalar(t[1], t[0], AluOp::mul, kKappa, AluOp::add, 1.0f);    // 1 + kappa x^2
-                kb.tensor_tensor(t[1], t[1], v, AluOp::mul);                           // x + kappa x^3
-                kb.activation(t[1], t[1], ActFunc::tanh, kBeta);                       // tanh(u)
-                kb.tensor_scalar(t[0], t[0], AluOp::mul, 3.0f * kKappa * kBeta, AluOp::add, kBeta);
-                kb.tensor_tensor(t[0], t[0], v, AluOp::mul);                           // x beta (1 + 3 kappa x^2)
-                kb.activation(t[2], t[1], ActFunc::square);                            // tanh^2
-                kb.tensor_scalar(t[2], t[2], AluOp::mul, -0.5f, AluOp::add, 0.5f);     // 0.5 (1 - tanh^2)
-                kb.tensor_tensor(t[0], t[0], t[2], AluOp::mul);
-                kb.tensor_scalar(t[1], t[1], AluOp::mul, 0.5f, AluOp::add, 0.5f);      // 0.5 (1 + tanh)
-                kb.tensor_tensor(t[0], t[0], t[1], AluOp::add);
+                kb.activation(t[0], v, ActFunc::gelu_tanh_dx);
                 kb.tensor_tensor(out, t[0], g, AluOp::mul);
                 return;
             case ActivationGrad::silu:
-                // s (1 + x (1 - s))
-                kb.activation(t[0], v, ActFunc::sigmoid);
-                kb.tensor_scalar(t[1], t[0], AluOp::mul, -1.0f, AluOp::add, 1.0f);
-                kb.tensor_tensor(t[1], t[1], v, AluOp::mul);
-                kb.tensor_scalar(t[1], t[1], AluOp::add, 1.0f);
-                kb.tensor_tensor(t[0], t[0], t[1], AluOp::mul);
+                kb.activation(t[0], v, ActFunc::silu_dx);
                 kb.tensor_tensor(out, t[0], g, AluOp::mul);
                 return;
             case ActivationGrad::sigmoid:

@@ -3,6 +3,7 @@
 // free elements of the fp32 result (before dst's rounding), rounded to acc's dtype.
 #include <algorithm>
 
+#include "act_math.h"
 #include "exec_common.h"
 
 namespace trnsim {
@@ -17,13 +18,13 @@ void exec_activation(CoreMemory& mem, const Instruction& ins) {
     mem.load_f32(ins.src0, x);
     exec::per_partition_operand(mem, ins, ins.flags & F_SCALE_AP, ins.src1, "scale (src1)", ins.imm0, P, scale);
     exec::per_partition_operand(mem, ins, ins.flags & F_BIAS_AP, ins.src2, "bias (src2)", ins.imm1, P, bias);
-    exec::with_act(ins.func, [&](auto func) {
-        for (uint32_t p = 0; p < P; ++p) {
-            float* row = x + p * F;
-            const float s = scale[p], b = bias[p];
-            for (uint64_t i = 0; i < F; ++i) row[i] = func(row[i] * s + b);
-        }
-    });
+    for (uint32_t p = 0; p < P; ++p) {
+        float* row = x + p * F;
+        const float s = scale[p], b = bias[p];
+        if (s != 1.0f || b != 0.0f)
+            for (uint64_t i = 0; i < F; ++i) row[i] = row[i] * s + b;
+        exec::apply_activation(ins.func, row, F);
+    }
     if (ins.reduce != ReduceOp::none) {
         if (ins.acc.partitions != P || ins.acc.free_elems() != 1)
             exec::fail(ins, "acc " + format_ap(ins.acc) + " must be [" + std::to_string(P) + ", 1]");

@@ -1,6 +1,6 @@
 // Shared pieces of the per-instruction functional semantics (src/sim/exec/*.cpp):
 // the exec_<name> declarations generated from instructions.def, ALU and
-// activation function application, reductions, scratch buffers and affine
+// reductions, scratch buffers and affine
 // index iteration. Engines compute in fp32 and round on store (CoreMemory).
 #pragma once
 #include <algorithm>
@@ -93,45 +93,6 @@ inline float alu_apply(AluOp op, float a, float b) {
     float r = 0;
     with_alu(op, [&](auto f) { r = f(a, b); });
     return r;
-}
-
-inline float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
-
-// Calls fn(functor) with a functor computing func(x) in fp32.
-template <class Fn>
-void with_act(ActFunc func, Fn&& fn) {
-    constexpr float kInvSqrt2 = 0.70710678118654752f;
-    constexpr float kSqrt2OverPi = 0.79788456080286536f;
-    switch (func) {
-        case ActFunc::identity: fn([](float x) { return x; }); return;
-        case ActFunc::exp: fn([](float x) { return std::exp(x); }); return;
-        case ActFunc::log: fn([](float x) { return std::log(x); }); return;
-        case ActFunc::tanh: fn([](float x) { return std::tanh(x); }); return;
-        case ActFunc::sigmoid: fn([](float x) { return sigmoid(x); }); return;
-        case ActFunc::gelu: fn([](float x) { return 0.5f * x * (1.0f + std::erf(x * kInvSqrt2)); }); return;
-        case ActFunc::gelu_tanh:
-            fn([](float x) { return 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * (x + 0.044715f * x * x * x))); });
-            return;
-        case ActFunc::silu: fn([](float x) { return x * sigmoid(x); }); return;
-        case ActFunc::relu: fn([](float x) { return x > 0.0f || x != x ? x : 0.0f; }); return;   // NaN stays NaN
-        case ActFunc::rsqrt: fn([](float x) { return 1.0f / std::sqrt(x); }); return;
-        case ActFunc::sqrt: fn([](float x) { return std::sqrt(x); }); return;
-        case ActFunc::square: fn([](float x) { return x * x; }); return;
-        case ActFunc::reciprocal: fn([](float x) { return 1.0f / x; }); return;
-        case ActFunc::abs: fn([](float x) { return std::fabs(x); }); return;
-        case ActFunc::neg: fn([](float x) { return -x; }); return;
-        case ActFunc::sin: fn([](float x) { return std::sin(x); }); return;
-        case ActFunc::cos: fn([](float x) { return std::cos(x); }); return;
-        case ActFunc::erf: fn([](float x) { return std::erf(x); }); return;
-        case ActFunc::softplus:   // log(1 + e^x) = max(x, 0) + log1p(e^-|x|), no overflow
-            fn([](float x) { return (x > 0.0f ? x : 0.0f) + std::log1p(std::exp(-std::fabs(x))); });
-            return;
-        case ActFunc::sign:   // +-1, and 0 / NaN unchanged
-            fn([](float x) { return x > 0.0f ? 1.0f : (x < 0.0f ? -1.0f : x); });
-            return;
-        case ActFunc::count_: break;
-    }
-    throw IsaError("unknown activation function " + std::to_string(static_cast<int>(func)));
 }
 
 // Reductions: identity element and one fp32 step (max/min propagate NaN).
