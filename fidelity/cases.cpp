@@ -212,6 +212,7 @@ std::vector<Case> make_cases() {
             v.push_back(c);
         }
     }
+    add_nkibench_extended_cases(v);
     // ---------------------------------------------------------------- LayerNorm tutorial (trn1, fp32)
     {
         const char* src = "kernel-measurements.md 1.3: AWS layernorm tutorial (layernorm.rst, sdk @716f08dc), "
@@ -263,6 +264,7 @@ std::vector<Case> make_cases() {
                            "dependent 1-element ACTIVATE (identity, scale, bias): initiation interval", 0.189,
                            "kernel-measurements.md 1.3: nki_perf_guide.rst Opt #5a, fig16.png",
                            [](const ChipConfig& ch) { return scalar_dependent_chain(ch, 8); }, 4, true));
+    add_attention_cases(v);
     return v;
 }
 

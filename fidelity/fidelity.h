@@ -62,12 +62,19 @@ struct Result {
     double error = 0;          // (simulated - measured) / measured
     double tensor_busy_us = 0, vector_busy_us = 0, scalar_busy_us = 0, gpsimd_busy_us = 0;
     double dma_active_us = 0;
+    double tensor_throttled_us = 0;   // TensorE time added by power throttling (part of tensor_busy_us)
     long matmul_instrs = 0, vector_instrs = 0, scalar_instrs = 0, instructions = 0;
     double hbm_read_mb = 0, hbm_write_mb = 0;
 };
 
+// The NKIBench baselines beyond silu/adamw/matmul/rmsnorm_matmul (cases_nkibench_extended.cpp),
+// appended to v in report order.
+void add_nkibench_extended_cases(std::vector<Case>& v);
+
 // All cases, in report order.
 const std::vector<Case>& all_cases();
+// The attention family (cases_attention.cpp), appended to the list by make_cases().
+void add_attention_cases(std::vector<Case>& v);
 const Case& find_case(const std::string& name);
 
 // Simulates one case on its chip preset (loaded from the configs directory).

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include "fidelity.h"
 
@@ -19,6 +20,33 @@ std::string opt_us(double v) {
 }
 std::string opt_n(long v) { return v < 0 ? "-" : std::to_string(v); }
 
+// Published per-engine busy figures (engine active time, DMA active time) against the simulation.
+constexpr double kBusyBound = 0.15;
+
+struct BusyFigure {
+    const char* engine;
+    double published_us, simulated_us;
+};
+
+std::vector<BusyFigure> busy_figures(const Result& r) {
+    const Published& p = r.c->published;
+    return {{"TE", p.tensor_busy_us, r.tensor_busy_us},
+            {"VE", p.vector_busy_us, r.vector_busy_us},
+            {"ACT", p.scalar_busy_us, r.scalar_busy_us},
+            {"DMA", p.dma_active_us, r.dma_active_us}};
+}
+
+// "34820.0/31675.7 (-9.0%)"; a figure published as 0 (engine unused) has no relative error.
+std::string busy_text(const BusyFigure& f) {
+    char buf[64];
+    if (f.published_us < 0) std::snprintf(buf, sizeof buf, "-/%.1f", f.simulated_us);
+    else if (f.published_us == 0) std::snprintf(buf, sizeof buf, "0/%.1f", f.simulated_us);
+    else
+        std::snprintf(buf, sizeof buf, "%.1f/%.1f (%+.1f%%)", f.published_us, f.simulated_us,
+                      100 * (f.simulated_us - f.published_us) / f.published_us);
+    return buf;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -32,11 +60,12 @@ int main(int argc, char** argv) {
         std::printf("%-34s %-5s %12.3f %12.3f %+7.1f%%  %s\n", c.name.c_str(), c.chip.c_str(), c.measured_us,
                     r.simulated_us, 100 * r.error, c.counted ? "yes" : ("no: " + c.not_counted_because).c_str());
         const Published& p = c.published;
-        if (p.tensor_busy_us >= 0 || p.vector_busy_us >= 0 || p.scalar_busy_us >= 0 || p.dma_active_us >= 0)
-            std::printf("    busy us (published/simulated): TE %s/%.1f  VE %s/%.1f  ACT %s/%.1f  DMA %s/%.1f\n",
-                        opt_us(p.tensor_busy_us).c_str(), r.tensor_busy_us, opt_us(p.vector_busy_us).c_str(),
-                        r.vector_busy_us, opt_us(p.scalar_busy_us).c_str(), r.scalar_busy_us,
-                        opt_us(p.dma_active_us).c_str(), r.dma_active_us);
+        if (p.tensor_busy_us >= 0 || p.vector_busy_us >= 0 || p.scalar_busy_us >= 0 || p.dma_active_us >= 0) {
+            std::printf("    busy us (published/simulated):");
+            for (const BusyFigure& f : busy_figures(r)) std::printf("  %s %s", f.engine, busy_text(f).c_str());
+            if (r.tensor_throttled_us > 0) std::printf("  (TE throttled %.1f)", r.tensor_throttled_us);
+            std::printf("\n");
+        }
         if (p.matmul_instrs >= 0 || p.vector_instrs >= 0 || p.scalar_instrs >= 0)
             std::printf("    instructions (published/simulated): matmul %s/%ld  VE %s/%ld  ACT %s/%ld\n",
                         opt_n(p.matmul_instrs).c_str(), r.matmul_instrs, opt_n(p.vector_instrs).c_str(),
@@ -61,8 +90,21 @@ int main(int argc, char** argv) {
     Summary e = summarize(every);
     std::printf("# all %d listed points: median |error| %.1f%%, worst |error| %.1f%%\n", e.points,
                 100 * e.median_abs_error, 100 * e.max_abs_error);
+    // Published busy figures (non-zero ones: a relative error needs a published time) within the bound.
+    int busy_total = 0, busy_met = 0;
+    std::string busy_misses;
+    for (const Result& r : results)
+        for (const BusyFigure& f : busy_figures(r)) {
+            if (f.published_us <= 0) continue;
+            ++busy_total;
+            if (std::fabs(f.simulated_us - f.published_us) <= kBusyBound * f.published_us) ++busy_met;
+            else busy_misses += std::string(busy_misses.empty() ? "" : ", ") + r.c->name + " " + f.engine;
+        }
+    std::printf("# published busy figures within %.0f%%: %d of %d%s%s\n", 100 * kBusyBound, busy_met, busy_total,
+                busy_misses.empty() ? "" : "; outside: ", busy_misses.c_str());
     std::printf("BENCH fidelity_median_abs_error %.4f fraction\n", s.median_abs_error);
     std::printf("BENCH fidelity_max_abs_error %.4f fraction\n", s.max_abs_error);
     std::printf("BENCH fidelity_points %d count\n", s.points);
+    std::printf("BENCH fidelity_busy_within_bound %d count\n", busy_met);
     return 0;
 }

@@ -71,6 +71,7 @@ Result run_case(const Case& c, const ChipConfig& chip) {
     r.hbm_read_mb = read_bytes / 1e6;
     r.hbm_write_mb = write_bytes / 1e6;
     for (const InstrRecord& x : rec) {
+        r.tensor_throttled_us += x.throttled_ps / 1e6;
         if (x.op == Opcode::barrier) continue;
         ++r.instructions;
         if (x.op == Opcode::nc_matmul) ++r.matmul_instrs;

@@ -53,3 +53,32 @@ std::vector<Program> layernorm(const ChipConfig& chip, uint32_t rows, uint32_t c
 std::vector<Program> conv1d_depthwise(const ChipConfig& chip, uint32_t batch, uint32_t channels, uint32_t width);
 
 }  // namespace trnsim::fidelity
+
+namespace trnsim::fidelity {
+
+// ---- attention forward, trn1 (kernels/attention.cpp)
+// nki-samples attention_fwd_performance ladder: q, k, v [128, seqlen] bf16, one head.
+std::vector<Program> attention_fwd_v3(const ChipConfig& chip, uint32_t seqlen);
+std::vector<Program> attention_fwd_v4(const ChipConfig& chip, uint32_t seqlen);
+std::vector<Program> attention_fwd_v7(const ChipConfig& chip, uint32_t seqlen);
+std::vector<Program> attention_fwd_v11(const ChipConfig& chip, uint32_t seqlen);
+// AWS fused self-attention tutorial: q, k, v [seqlen, d_head] fp32, bf16 matmul operands;
+// fused_exp: exp, row sum and bf16 cast in one activation.
+std::vector<Program> fused_self_attention(const ChipConfig& chip, uint32_t seqlen, uint32_t d_head, bool fused_exp);
+
+}  // namespace trnsim::fidelity
+
+namespace trnsim::fidelity {
+
+// ---- more NKIBench baseline kernels, trn1 fp32 (kernels/nkibench_extended.cpp), at their benchmark shapes
+std::vector<Program> nkibench_transpose_matmul(const ChipConfig& chip);
+std::vector<Program> nkibench_swiglu(const ChipConfig& chip);
+std::vector<Program> nkibench_add_rmsnorm_matmul(const ChipConfig& chip);
+std::vector<Program> nkibench_matmul_add_rmsnorm(const ChipConfig& chip);
+std::vector<Program> nkibench_bmm(const ChipConfig& chip);
+std::vector<Program> nkibench_bmm_softmax(const ChipConfig& chip);
+std::vector<Program> nkibench_gqa_full(const ChipConfig& chip);
+std::vector<Program> nkibench_rope(const ChipConfig& chip);
+std::vector<Program> nkibench_mamba(const ChipConfig& chip);
+
+}  // namespace trnsim::fidelity

@@ -63,7 +63,9 @@ std::vector<Program> nkibench_silu(const ChipConfig& chip) {
 
 // adamw_M10944_N2048: theta, m, v, g in [128, 1024] tiles (86 x 2, the last one masked to 64 rows);
 // per 512-column half 7 tensor_scalar (ScalarE), sqrt (ScalarE), 6 tensor_tensor and a reciprocal
-// (VectorE); one store of the new theta.
+// (VectorE); one store of the new theta. Issued stage by stage over both halves, as the compiler
+// schedules independent affine iterations: written half by half, each engine's in-order queue would
+// wait on the other engine at every step of one half's dependency chain (+27% over the measurement).
 std::vector<Program> nkibench_adamw(const ChipConfig& chip) {
     KernelBuilder kb(chip, "nkibench_adamw");
     HbmArena hbm;
@@ -95,37 +97,51 @@ std::vector<Program> nkibench_adamw(const ChipConfig& chip) {
         {
             const Tile &t = ti.tiles[slot], &mt = mi.tiles[slot], &vt = vi.tiles[slot], &gt = gi.tiles[slot],
                        &o = res.take();
-            for (uint32_t h = 0; h < 2; ++h) {
+            // The iterations are independent (affine_range), so the compiler's list scheduler issues
+            // each engine's instructions as soon as their inputs exist: per stage, both halves.
+            auto next = [&]() { return sub(tmp.take().ap(), 0, rows); };
+            auto ts = [&](const AccessPattern& src, AluOp op, float s) {
+                AccessPattern d = next();
+                kb.tensor_scalar(d, src, op, s, AluOp::bypass, 0.0f, Engine::Scalar);
+                return d;
+            };
+            auto tt = [&](const AccessPattern& a, const AccessPattern& b, AluOp op) {
+                AccessPattern d = next();
+                kb.tensor_tensor(d, a, b, op);
+                return d;
+            };
+            struct Half {
+                AccessPattern t, m, v, g, decay, m1, g1, v1, g2, theta_d, m_new, v_new, step, denom;
+            } hs[2];
+            for (uint32_t h = 0; h < 2; ++h) {   // ScalarE: the products of the inputs
                 auto part = [&](const Tile& x) { return sub(cols(x.ap(), h * H, H), 0, rows); };
-                auto next = [&]() { return sub(tmp.take().ap(), 0, rows); };
-                auto ts = [&](const AccessPattern& src, AluOp op, float s) {
-                    AccessPattern d = next();
-                    kb.tensor_scalar(d, src, op, s, AluOp::bypass, 0.0f, Engine::Scalar);
-                    return d;
-                };
-                auto tt = [&](const AccessPattern& a, const AccessPattern& b, AluOp op) {
-                    AccessPattern d = next();
-                    kb.tensor_tensor(d, a, b, op);
-                    return d;
-                };
-                AccessPattern decay = ts(part(t), AluOp::mul, 1e-5f);
-                AccessPattern theta_d = tt(part(t), decay, AluOp::sub);
-                AccessPattern m1 = ts(part(mt), AluOp::mul, 0.9f);
-                AccessPattern g1 = ts(part(gt), AluOp::mul, 0.1f);
-                AccessPattern m_new = tt(m1, g1, AluOp::add);
-                AccessPattern step = ts(m_new, AluOp::mul, 0.01f);
-                AccessPattern v1 = ts(part(vt), AluOp::mul, 0.999f);
-                AccessPattern g2 = ts(part(gt), AluOp::mul, 0.001f);
-                AccessPattern gg = tt(g2, part(gt), AluOp::mul);
-                AccessPattern v_new = tt(v1, gg, AluOp::add);
+                Half& x = hs[h];
+                x.t = part(t), x.m = part(mt), x.v = part(vt), x.g = part(gt);
+                x.decay = ts(x.t, AluOp::mul, 1e-5f);
+                x.m1 = ts(x.m, AluOp::mul, 0.9f);
+                x.g1 = ts(x.g, AluOp::mul, 0.1f);
+                x.v1 = ts(x.v, AluOp::mul, 0.999f);
+                x.g2 = ts(x.g, AluOp::mul, 0.001f);
+            }
+            for (Half& x : hs) {   // VectorE: decayed theta and the new moments
+                x.theta_d = tt(x.t, x.decay, AluOp::sub);
+                x.m_new = tt(x.m1, x.g1, AluOp::add);
+                AccessPattern gg = tt(x.g2, x.g, AluOp::mul);
+                x.v_new = tt(x.v1, gg, AluOp::add);
+            }
+            for (Half& x : hs) {   // ScalarE: step and sqrt(v) + eps
+                x.step = ts(x.m_new, AluOp::mul, 0.01f);
                 AccessPattern root = next();
                 const AccessPattern bias = sub(zero.ap(), 0, rows);
-                kb.activation_ex(root, v_new, ActFunc::sqrt, 1000.0f, nullptr, 0.0f, &bias);
-                AccessPattern denom = ts(root, AluOp::add, 1e-8f);
+                kb.activation_ex(root, x.v_new, ActFunc::sqrt, 1000.0f, nullptr, 0.0f, &bias);
+                x.denom = ts(root, AluOp::add, 1e-8f);
+            }
+            for (uint32_t h = 0; h < 2; ++h) {   // VectorE: the update
+                Half& x = hs[h];
                 AccessPattern inv = next();
-                reciprocal(kb, inv, denom);
-                AccessPattern upd = tt(step, inv, AluOp::mul);
-                kb.tensor_tensor(part(o), theta_d, upd, AluOp::sub);
+                reciprocal(kb, inv, x.denom);
+                AccessPattern upd = tt(x.step, inv, AluOp::mul);
+                kb.tensor_tensor(sub(cols(o.ap(), h * H, H), 0, rows), x.theta_d, upd, AluOp::sub);
             }
             store(kb, out.tile(r0, rows, c0, W), sub(o.ap(), 0, rows));
         }

@@ -33,6 +33,8 @@ struct StreamEngineConfig {
     // The access overhead is pipeline latency: an instruction issued back to back after an independent
     // one on the same engine does not pay it (only one that waited or reads its predecessor's result).
     bool access_overhead_pipelined = false;
+    uint32_t psum_access_overhead_cycles = 0;  // static overhead of a PSUM operand (instead of the SBUF one)
+    uint32_t divide_cycles_per_elem = 1;       // cycles per element of an ALU divide (reciprocal) stage
 };
 
 struct TensorEngineConfig {
@@ -45,6 +47,21 @@ struct TensorEngineConfig {
     uint32_t fp8_speedup = 1;            // 2 on v3+ (double_row)
     uint32_t load_stationary_cycles = 32; // cost of a non-hidden LoadStationary (fast LS, ~4x faster than MM)
     uint32_t dependent_turnaround_cycles = 0;
+    // Power throttling (dI/dt): after the TensorE has been idle, its utilization limit (the fraction of
+    // its full rate it may run at, as Neuron Explorer reports it) restarts at throttle_start_limit and
+    // rises linearly to 1 over throttle_ramp_ns of TensorE activity; while idle it falls back towards
+    // the start limit, reaching it after throttle_idle_ns. throttle_start_limit 1 turns throttling off.
+    double throttle_start_limit = 1.0;
+    double throttle_ramp_ns = 0;
+    double throttle_idle_ns = 0;
+};
+
+// Shared SBUF/PSUM access ports between engines: while one engine of a conflicting pair accesses
+// the memory, the other waits (its instruction starts when the first one's ends).
+struct PortConfig {
+    bool vector_gpsimd_sbuf = false;   // VectorE and GpSimdE cannot access SBUF at the same time
+    bool vector_scalar_psum = false;   // VectorE and ScalarE cannot access PSUM at the same time ...
+    bool psum_same_bank_only = false;  // ... only when both touch the same PSUM bank (v3+)
 };
 
 struct SbufConfig {
@@ -91,6 +108,7 @@ struct ChipConfig {
     StreamEngineConfig vector, scalar, gpsimd;
     SbufConfig sbuf;
     PsumConfig psum;
+    PortConfig ports;
     DmaConfig dma;
     HbmConfig hbm;
     LinkConfig link;

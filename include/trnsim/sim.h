@@ -34,6 +34,9 @@ struct InstrRecord {
     uint64_t bytes;       // bytes moved (DMA) or touched (compute)
     uint64_t hbm_bytes;   // bytes read from or written to HBM
     uint64_t flops;
+    // TensorE power throttling: the part of end_ps - start_ps added because the engine ran under a
+    // utilization limit below 1 (dI/dt ramp after idle). 0 on other engines and on unthrottled chips.
+    int64_t throttled_ps = 0;
 };
 
 struct RunStats {

@@ -72,6 +72,10 @@ void add_stream_engine(std::vector<Field>& fields, const std::string& name,
                       member(&StreamEngineConfig::two_input_cycles_per_elem)});
     fields.push_back({name + ".access_overhead_pipelined", Kind::Bool,
                       member(&StreamEngineConfig::access_overhead_pipelined)});
+    fields.push_back({name + ".psum_access_overhead_cycles", Kind::NonNegativeInt,
+                      member(&StreamEngineConfig::psum_access_overhead_cycles)});
+    fields.push_back({name + ".divide_cycles_per_elem", Kind::PositiveInt,
+                      member(&StreamEngineConfig::divide_cycles_per_elem)});
 }
 
 // Every YAML field, in the order of ChipConfig (and of the preset files).
@@ -92,6 +96,9 @@ const std::vector<Field>& field_table() {
         TRNSIM_FIELD("tensor.fp8_speedup", PositiveInt, c.tensor.fp8_speedup);
         TRNSIM_FIELD("tensor.load_stationary_cycles", PositiveInt, c.tensor.load_stationary_cycles);
         TRNSIM_FIELD("tensor.dependent_turnaround_cycles", NonNegativeInt, c.tensor.dependent_turnaround_cycles);
+        TRNSIM_FIELD("tensor.throttle_start_limit", PositiveReal, c.tensor.throttle_start_limit);
+        TRNSIM_FIELD("tensor.throttle_ramp_ns", NonNegativeReal, c.tensor.throttle_ramp_ns);
+        TRNSIM_FIELD("tensor.throttle_idle_ns", NonNegativeReal, c.tensor.throttle_idle_ns);
         add_stream_engine(f, "vector", &ChipConfig::vector);
         add_stream_engine(f, "scalar", &ChipConfig::scalar);
         add_stream_engine(f, "gpsimd", &ChipConfig::gpsimd);
@@ -102,6 +109,9 @@ const std::vector<Field>& field_table() {
         TRNSIM_FIELD("psum.bytes_per_partition", Bytes, c.psum.bytes_per_partition);
         TRNSIM_FIELD("psum.banks", PositiveInt, c.psum.banks);
         TRNSIM_FIELD("psum.min_align", PositiveInt, c.psum.min_align);
+        TRNSIM_FIELD("ports.vector_gpsimd_sbuf", Bool, c.ports.vector_gpsimd_sbuf);
+        TRNSIM_FIELD("ports.vector_scalar_psum", Bool, c.ports.vector_scalar_psum);
+        TRNSIM_FIELD("ports.psum_same_bank_only", Bool, c.ports.psum_same_bank_only);
         TRNSIM_FIELD("dma.queues", PositiveInt, c.dma.queues);
         TRNSIM_FIELD("dma.bytes_per_ns_per_queue", PositiveReal, c.dma.bytes_per_ns_per_queue);
         TRNSIM_FIELD("dma.fixed_latency_ns", NonNegativeReal, c.dma.fixed_latency_ns);
@@ -320,6 +330,12 @@ void check_relations(const ChipConfig& c, const std::string& origin) {
     if (c.psum.bytes_per_partition % c.psum.banks != 0)
         expected(origin, "psum.banks",
                  "a divisor of psum.bytes_per_partition (" + num(c.psum.bytes_per_partition) + ")", num(c.psum.banks));
+    if (c.tensor.throttle_start_limit > 1)
+        expected(origin, "tensor.throttle_start_limit", "a utilization limit in (0, 1] (1: no throttling)",
+                 num(c.tensor.throttle_start_limit));
+    if (c.tensor.throttle_start_limit < 1 && c.tensor.throttle_ramp_ns <= 0)
+        expected(origin, "tensor.throttle_ramp_ns",
+                 "a positive ramp time when tensor.throttle_start_limit is below 1", num(c.tensor.throttle_ramp_ns));
     if (c.psum.bank_bytes() % c.psum.min_align != 0)
         expected(origin, "psum.banks",
                  "banks of a multiple of psum.min_align (" + num(c.psum.min_align) + ") bytes, giving " +

@@ -245,7 +245,7 @@ RunStats NeuronCore::run(const Program& program, std::vector<InstrRecord>* recor
             uint64_t bytes = ins.op == Opcode::dma_copy ? ins.src0.elems() * dtype_size(ins.dst.dtype)
                                                         : ins.dst.bytes();
             records->push_back(InstrRecord{index, ins.tag, ins.op, static_cast<uint8_t>(q), s.start_ps, s.end_ps,
-                                           bytes, hbm, flops});
+                                           bytes, hbm, flops, s.throttled_ps});
         }
         ++index;
     }

@@ -4,10 +4,11 @@
 //            nc_transpose max(P, min(64, F)) cycles
 //   Vector/Scalar         max(MIN_II, N) for one tensor input, 2N for two (the preset's
 //                         two_input_cycles_per_elem; N when one is in PSUM
-//                         or for contiguous bf16 add/sub/mul), plus a static cost per tensor access
-//                         (on engines where it is pipelined, only when the instruction waited or
-//                         reads its predecessor's result) and a turnaround when it depends on
-//                         its predecessor
+//                         or for contiguous bf16 add/sub/mul), divide_cycles_per_elem x N when an
+//                         ALU stage divides, plus a static cost per tensor access (the PSUM one
+//                         for PSUM operands; on engines where it is pipelined, only when the
+//                         instruction waited or reads its predecessor's result) and a turnaround
+//                         when it depends on its predecessor
 //                         tensor_tensor_scan max(MIN_II, 2N)
 //   GpSimd                fixed start (~150) + N
 //   DMA                   fixed latency + bytes / (queue bandwidth x descriptor efficiency
@@ -15,6 +16,7 @@
 //                         HBM bandwidth shared between queues (timing.cpp)
 #include <algorithm>
 #include <cmath>
+#include <functional>
 
 #include "timing.h"
 
@@ -37,18 +39,9 @@ const StreamEngineConfig& stream_engine(const ChipConfig& chip, Engine e) {
     }
 }
 
-// Number of tensor operands the instruction reads or writes (each pays the access overhead).
-int tensor_accesses(const Instruction& ins) {
-    int n = 1;  // dst
-    int nsrc = opcode_info(ins.op).nsrc;
-    if (nsrc >= 1 && ins.op != Opcode::memset && ins.op != Opcode::iota) n += 1;
-    if (ins.op == Opcode::tensor_tensor || ins.op == Opcode::tensor_tensor_scan) n += 1;
-    if (ins.op == Opcode::tensor_tensor_scan && (ins.flags & F_S1_AP)) n += 1;
-    if (ins.op == Opcode::select) n += (ins.flags & F_S1_AP) ? 2 : 1;
-    if ((ins.op == Opcode::activation || ins.op == Opcode::tensor_scalar) && (ins.flags & F_SCALE_AP)) n += 1;
-    if ((ins.op == Opcode::activation || ins.op == Opcode::tensor_scalar) && (ins.flags & F_BIAS_AP)) n += 1;
-    if (ins.reduce != ReduceOp::none && ins.op == Opcode::activation) n += 1;
-    return n;
+bool divides(const Instruction& ins) {
+    return (ins.op == Opcode::tensor_scalar || ins.op == Opcode::tensor_tensor) &&
+           (ins.alu0 == AluOp::div || ins.alu1 == AluOp::div);
 }
 
 double stream_cycles(const Instruction& ins, const StreamEngineConfig& eng, bool back_to_back) {
@@ -65,7 +58,9 @@ double stream_cycles(const Instruction& ins, const StreamEngineConfig& eng, bool
             bool fast_bf16 = is_two_byte(ins.src0.dtype) && is_two_byte(ins.src1.dtype) &&
                              (ins.alu0 == AluOp::add || ins.alu0 == AluOp::sub || ins.alu0 == AluOp::mul) &&
                              ins.src0.stride[ins.src0.ndim - 1] == 1 && ins.src1.stride[ins.src1.ndim - 1] == 1;
-            c = std::max(min_ii, (psum_operand || fast_bf16 ? n : eng.two_input_cycles_per_elem * n) / rate);
+            double per_elem = psum_operand || fast_bf16 ? 1.0 : eng.two_input_cycles_per_elem;
+            if (divides(ins)) per_elem = std::max<double>(per_elem, eng.divide_cycles_per_elem);
+            c = std::max(min_ii, per_elem * n / rate);
             break;
         }
         case Opcode::tensor_reduce: {
@@ -77,7 +72,8 @@ double stream_cycles(const Instruction& ins, const StreamEngineConfig& eng, bool
         case Opcode::tensor_scalar:
         case Opcode::tensor_copy: {
             bool fast = eng.bf16_fast_mode && is_two_byte(ins.src0.dtype) && is_two_byte(ins.dst.dtype);
-            c = std::max(min_ii, (fast ? n / 2 : n) / rate);
+            // The divide stage runs at its own rate (no 2-byte fast mode).
+            c = std::max(min_ii, divides(ins) ? eng.divide_cycles_per_elem * n / rate : (fast ? n / 2 : n) / rate);
             break;
         }
         case Opcode::memset: {
@@ -93,12 +89,36 @@ double stream_cycles(const Instruction& ins, const StreamEngineConfig& eng, bool
     c += eng.fixed_overhead_cycles;
     const bool dependent = ins.flags & F_DEPENDS_ON_PREV;
     if (!(eng.access_overhead_pipelined && back_to_back && !dependent))
-        c += static_cast<double>(eng.access_overhead_cycles) * tensor_accesses(ins);
+        for_each_tensor_operand(ins, [&](const AccessPattern& ap) {
+            c += ap.space == MemSpace::PSUM ? eng.psum_access_overhead_cycles : eng.access_overhead_cycles;
+        });
     if (dependent) c += eng.dependent_turnaround_cycles;
     return c;
 }
 
 }  // namespace
+
+void for_each_tensor_operand(const Instruction& ins, const std::function<void(const AccessPattern&)>& f) {
+    if (ins.op == Opcode::barrier || ins.engine == Engine::DMA) return;
+    f(ins.dst);
+    if (opcode_info(ins.op).nsrc >= 1 && ins.op != Opcode::memset && ins.op != Opcode::iota) f(ins.src0);
+    switch (ins.op) {
+        case Opcode::nc_matmul:
+        case Opcode::tensor_tensor: f(ins.src1); break;
+        case Opcode::tensor_tensor_scan:
+        case Opcode::select:
+            f(ins.src1);
+            if (ins.flags & F_S1_AP) f(ins.src2);
+            break;
+        case Opcode::activation:
+        case Opcode::tensor_scalar:
+            if (ins.flags & F_SCALE_AP) f(ins.src1);
+            if (ins.flags & F_BIAS_AP) f(ins.src2);
+            if (ins.op == Opcode::activation && ins.reduce != ReduceOp::none) f(ins.acc);
+            break;
+        default: break;
+    }
+}
 
 int64_t compute_cost_ps(const Instruction& ins, const ChipConfig& chip, bool stationary_reloaded, bool back_to_back) {
     if (ins.op == Opcode::barrier) return 0;

@@ -7,6 +7,43 @@
 
 namespace trnsim {
 
+namespace {
+
+// PSUM banks an access pattern touches, one bit per bank (banks beyond 32 share the last bit).
+uint32_t psum_banks_of(const AccessPattern& ap, const PsumConfig& psum) {
+    const int64_t es = static_cast<int64_t>(dtype_size(ap.dtype));
+    int64_t lo = 0, hi = 0;
+    for (int d = 0; d < ap.ndim; ++d) {
+        const int64_t span = (static_cast<int64_t>(ap.size[d]) - 1) * ap.stride[d] * es;
+        (span < 0 ? lo : hi) += span;
+    }
+    const int64_t bank = static_cast<int64_t>(psum.bank_bytes());
+    const int64_t first = (static_cast<int64_t>(ap.offset) + lo) / bank;
+    const int64_t last = (static_cast<int64_t>(ap.offset) + hi + es - 1) / bank;
+    uint32_t mask = 0;
+    for (int64_t b = std::max<int64_t>(0, first); b <= last; ++b) mask |= 1u << std::min<int64_t>(b, 31);
+    return mask;
+}
+
+// What a compute instruction needs of the shared ports: SBUF at all, and which PSUM banks.
+struct PortNeeds {
+    bool sbuf = false;
+    uint32_t psum_banks = 0;
+};
+
+PortNeeds port_needs(const Instruction& ins, const ChipConfig& chip) {
+    PortNeeds n;
+    for_each_tensor_operand(ins, [&](const AccessPattern& ap) {
+        if (ap.space == MemSpace::SBUF) n.sbuf = true;
+        if (ap.space == MemSpace::PSUM) n.psum_banks |= psum_banks_of(ap, chip.psum);
+    });
+    return n;
+}
+
+constexpr uint32_t kAllBanks = ~0u;
+
+}  // namespace
+
 int64_t HbmBandwidth::transfer(int64_t t0, double bytes, double rate, int sides) {
     if (bytes <= 0) return t0;
     if (sides == 0) return t0 + static_cast<int64_t>(std::ceil(bytes / rate));
@@ -66,6 +103,47 @@ void TimingModel::begin_program(int64_t start_ps) {
     last_stationary_key_ = ~0ull;
     last_te_was_matmul_ = false;
     hbm_.prune_before(program_start_);
+    // Every program starts on an idle core: the TensorE begins at its start limit.
+    te_limit_ = chip_.tensor.throttle_start_limit;
+    te_last_end_ = program_start_;
+    for (auto* uses : {sbuf_use_, psum_use_})
+        for (int e = 0; e < 2; ++e) uses[e].clear();
+}
+
+int64_t TimingModel::throttled_duration(int64_t start, int64_t nominal_ps) {
+    const TensorEngineConfig& te = chip_.tensor;
+    const double floor = te.throttle_start_limit;
+    if (floor >= 1.0 || nominal_ps <= 0) return nominal_ps;
+    // Idle since the last instruction: the limit falls linearly back towards the start limit.
+    const double idle = static_cast<double>(start - te_last_end_);
+    double limit = te_limit_;
+    if (idle > 0)
+        limit = te.throttle_idle_ns > 0 ? limit - (1.0 - floor) * idle / (te.throttle_idle_ns * 1000.0) : floor;
+    limit = std::max(floor, limit);
+    // Busy: the limit rises linearly to 1; the work done is the integral of the limit over time.
+    const double slope = (1.0 - floor) / (te.throttle_ramp_ns * 1000.0);   // per ps
+    const double work = static_cast<double>(nominal_ps);
+    double duration = work;
+    if (limit < 1.0) {
+        const double ramp = (1.0 - limit) / slope;               // time to reach full rate
+        const double ramp_work = ramp * (limit + 1.0) / 2.0;     // work done meanwhile
+        duration = work <= ramp_work ? (std::sqrt(limit * limit + 2.0 * slope * work) - limit) / slope
+                                     : ramp + (work - ramp_work);
+        limit = std::min(1.0, limit + slope * duration);
+    }
+    const int64_t d = std::max(nominal_ps, static_cast<int64_t>(std::llround(duration)));
+    te_limit_ = limit;
+    te_last_end_ = start + d;
+    return d;
+}
+
+int64_t TimingModel::first_free(const std::vector<PortUse>& other, int64_t t, int64_t duration, uint32_t banks) {
+    // First use that ends after t (uses are in time order and do not overlap).
+    auto it = std::upper_bound(other.begin(), other.end(), t,
+                               [](int64_t v, const PortUse& u) { return v < u.end; });
+    for (; it != other.end() && it->start < t + duration; ++it)
+        if (it->psum_banks & banks) t = std::max(t, it->end);
+    return t;
 }
 
 int64_t TimingModel::sem_time(uint16_t sem, uint32_t value) const {
@@ -121,9 +199,39 @@ TimingModel::Slot TimingModel::schedule(const Instruction& ins) {
             last_stationary_key_ = key;
         }
         if (ins.engine == Engine::Tensor) last_te_was_matmul_ = ins.op == Opcode::nc_matmul;
-        int64_t start = std::max(ready, deps);
-        const bool back_to_back = start == ready && !done_[q].empty();
-        slot = {start, start + compute_cost_ps(ins, chip_, reloaded, back_to_back)};
+        const int64_t earliest = std::max(ready, deps);
+        auto cost_at = [&](int64_t start) {
+            const bool back_to_back = start == ready && !done_[q].empty();
+            return compute_cost_ps(ins, chip_, reloaded, back_to_back);
+        };
+        // Shared ports: VectorE (0) against GpSimdE (1) on SBUF, VectorE (0) against ScalarE (1) on PSUM.
+        const PortConfig& ports = chip_.ports;
+        const int sbuf_side = ins.engine == Engine::Vector ? 0 : ins.engine == Engine::GpSimd ? 1 : -1;
+        const int psum_side = ins.engine == Engine::Vector ? 0 : ins.engine == Engine::Scalar ? 1 : -1;
+        PortNeeds needs;
+        if ((ports.vector_gpsimd_sbuf && sbuf_side >= 0) || (ports.vector_scalar_psum && psum_side >= 0))
+            needs = port_needs(ins, chip_);
+        const bool sbuf_port = ports.vector_gpsimd_sbuf && sbuf_side >= 0 && needs.sbuf;
+        const bool psum_port = ports.vector_scalar_psum && psum_side >= 0 && needs.psum_banks != 0;
+        const uint32_t psum_banks = ports.psum_same_bank_only ? needs.psum_banks : kAllBanks;
+        int64_t start = earliest, duration = cost_at(start);
+        while (sbuf_port || psum_port) {
+            int64_t t = start;
+            if (sbuf_port) t = first_free(sbuf_use_[1 - sbuf_side], t, duration, kAllBanks);
+            if (psum_port) t = first_free(psum_use_[1 - psum_side], t, duration, psum_banks);
+            if (t == start) break;
+            start = t;
+            duration = cost_at(start);
+        }
+        if (sbuf_port) sbuf_use_[sbuf_side].push_back({start, start + duration, kAllBanks});
+        if (psum_port) psum_use_[psum_side].push_back({start, start + duration, psum_banks});
+        if (ins.engine == Engine::Tensor && ins.op != Opcode::barrier) {
+            const int64_t nominal = duration;
+            duration = throttled_duration(start, nominal);
+            slot.throttled_ps = duration - nominal;
+        }
+        slot.start_ps = start;
+        slot.end_ps = start + duration;
     }
     queue_free_[q] = slot.end_ps;
     done_[q].push_back(slot.end_ps);

@@ -5,10 +5,13 @@
 // semaphore waits are satisfied. Durations come from cost_model.cpp. DMA
 // transfers that touch HBM share the core's HBM bandwidth through a fluid
 // model (HbmBandwidth): earlier-issued transfers keep their rate, later ones
-// get what is left, each capped by its queue's own bandwidth.
+// get what is left, each capped by its queue's own bandwidth. Engines that share
+// an SBUF/PSUM port (chip.ports) do not access it at the same time, and the
+// TensorE runs under a power-throttling utilization limit (chip.tensor.throttle_*).
 #pragma once
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <vector>
 
@@ -21,6 +24,10 @@ namespace trnsim {
 // right after an independent instruction (no idle gap), so a pipelined access overhead is hidden.
 int64_t compute_cost_ps(const Instruction& ins, const ChipConfig& chip, bool stationary_reloaded,
                         bool back_to_back = false);
+
+// Calls f with every SBUF/PSUM operand a compute instruction reads or writes (each one a tensor
+// access that pays the engine's static access overhead).
+void for_each_tensor_operand(const Instruction& ins, const std::function<void(const AccessPattern&)>& f);
 
 // DMA transfer parameters derived from the instruction.
 struct DmaCost {
@@ -54,6 +61,7 @@ public:
     void begin_program(int64_t start_ps);
     struct Slot {
         int64_t start_ps, end_ps;
+        int64_t throttled_ps = 0;   // part of the duration added by TensorE power throttling
     };
     Slot schedule(const Instruction& ins);
     // Time at which every queue is idle.
@@ -64,6 +72,17 @@ public:
 
 private:
     int64_t sem_time(uint16_t sem, uint32_t value) const;
+    // Stretches a TensorE instruction of nominal duration 'nominal_ps' starting at 'start' by the
+    // utilization limit in force; updates the limit. Returns the throttled duration.
+    int64_t throttled_duration(int64_t start, int64_t nominal_ps);
+
+    // Busy intervals of one engine on a shared SBUF/PSUM port (in time order: queues are in order).
+    struct PortUse {
+        int64_t start, end;
+        uint32_t psum_banks;   // PSUM banks touched (for same-bank conflicts), all ones for SBUF
+    };
+    // Earliest start >= t at which [start, start + duration) meets no conflicting use in 'other'.
+    static int64_t first_free(const std::vector<PortUse>& other, int64_t t, int64_t duration, uint32_t banks);
 
     const ChipConfig& chip_;
     HbmBandwidth hbm_;
@@ -76,6 +95,11 @@ private:
     uint64_t last_stationary_key_ = ~0ull;
     bool last_te_was_matmul_ = false;
     uint64_t dma_since_prune_ = 0;
+    // TensorE utilization limit at the end of its last instruction.
+    double te_limit_ = 1.0;
+    int64_t te_last_end_ = 0;
+    // Port uses per engine: SBUF (VectorE, GpSimdE) and PSUM (VectorE, ScalarE).
+    std::vector<PortUse> sbuf_use_[2], psum_use_[2];
 };
 
 }  // namespace trnsim

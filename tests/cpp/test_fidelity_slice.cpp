@@ -30,6 +30,12 @@ TEST(FidelitySlice, Trn2Bf16Matmul2kBlocked418) { expect_within_bound("trn2.matm
 TEST(FidelitySlice, Trn1NkiBenchSilu) { expect_within_bound("trn1.nkibench.silu"); }
 TEST(FidelitySlice, Trn1NkiBenchRmsnormMatmul) { expect_within_bound("trn1.nkibench.rmsnorm_matmul"); }
 TEST(FidelitySlice, Trn1LayerNormV2) { expect_within_bound("trn1.layernorm.v2"); }
+TEST(FidelitySlice, Trn1NkiBenchMamba) { expect_within_bound("trn1.nkibench.mamba"); }
+TEST(FidelitySlice, Trn1NkiBenchAddRmsnormMatmul) { expect_within_bound("trn1.nkibench.add_rmsnorm_matmul"); }
+TEST(FidelitySlice, Trn1NkiBenchSwiglu) { expect_within_bound("trn1.nkibench.swiglu"); }
+TEST(FidelitySlice, Trn1AttentionV4Seq2k) { expect_within_bound("trn1.attn.v4_seq2k"); }
+TEST(FidelitySlice, Trn1AttentionV7Seq4k) { expect_within_bound("trn1.attn.v7_seq4k"); }
+TEST(FidelitySlice, Trn1AttentionV11Seq2k) { expect_within_bound("trn1.attn.v11_seq2k"); }
 
 TEST(FidelitySlice, SummaryCountsOnlyCountedPointsAndTakesTheMedian) {
     Case a, b, c;

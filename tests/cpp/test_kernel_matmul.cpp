@@ -108,6 +108,7 @@ TEST(KernelMatmul, KBlockedWhenPanelsDoNotFitSbuf) {
 
 TEST(KernelMatmul, OverlapsLoadsWithComputeAndKeepsTensorEBusy) {
     ChipConfig chip = load_chip("trn2");
+    chip.tensor.throttle_start_limit = 1.0;   // the matmul costs alone (throttling: test_throttling.cpp)
     NeuronCore core(chip, ExecMode::TimingOnly);
     KernelBuilder kb(chip, "matmul");
     MatmulArgs args;

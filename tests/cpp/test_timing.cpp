@@ -12,6 +12,12 @@ using namespace trnsim;
 namespace {
 
 ChipConfig trn2() { return load_chip("trn2"); }
+// The TensorE cost formulas without power throttling (tested in test_throttling.cpp).
+ChipConfig trn2_unthrottled() {
+    ChipConfig chip = trn2();
+    chip.tensor.throttle_start_limit = 1.0;
+    return chip;
+}
 
 int64_t ps(double cycles, double ghz) { return std::llround(cycles * 1000.0 / ghz); }
 
@@ -31,7 +37,7 @@ int64_t dur(const InstrRecord& r) { return r.end_ps - r.start_ps; }
 }  // namespace
 
 TEST(TimingTensorE, MatmulCostsMaxOfMovingAnd64CyclesAndStationaryReloadOnce) {
-    ChipConfig chip = trn2();
+    ChipConfig chip = trn2_unthrottled();
     NeuronCore core(chip, ExecMode::TimingOnly, 1 << 20);
     KernelBuilder kb(chip, "mm");
     Tile st = kb.alloc_sbuf(128, {128}, DType::bf16);
@@ -52,7 +58,7 @@ TEST(TimingTensorE, MatmulCostsMaxOfMovingAnd64CyclesAndStationaryReloadOnce) {
 }
 
 TEST(TimingTensorE, Fp32InputsRunAtQuarterRateAndFp8AtDoubleRate) {
-    ChipConfig chip = trn2();
+    ChipConfig chip = trn2_unthrottled();
     NeuronCore core(chip, ExecMode::TimingOnly, 1 << 20);
     KernelBuilder kb(chip, "mm");
     Tile st32 = kb.alloc_sbuf(128, {128}, DType::f32), mv32 = kb.alloc_sbuf(128, {512}, DType::f32);
@@ -302,4 +308,108 @@ TEST(TimingModes, ProgramsRunAfterEachOtherAndTimeIsDeterministic) {
         return ends;
     };
     EXPECT_EQ(once(), once());
+}
+
+TEST(TimingVectorE, DivideRunsAtTheDivideRate) {
+    ChipConfig chip = trn2();
+    ASSERT_GT(chip.vector.divide_cycles_per_elem, 1u);
+    NeuronCore core(chip, ExecMode::TimingOnly, 1 << 20);
+    KernelBuilder kb(chip, "div");
+    Tile a = kb.alloc_sbuf(128, {512}, DType::f32), b = kb.alloc_sbuf(128, {512}, DType::f32);
+    kb.tensor_scalar_ex(b.ap(), a.ap(), AluOp::div, 1.0f, nullptr, AluOp::bypass, 0.0f, nullptr, 1, Engine::Vector);
+    kb.tensor_scalar(a.ap(), b.ap(), AluOp::mul, 2.0f);
+    Ran r = run(core, kb.finish());
+    const auto& v = chip.vector;
+    EXPECT_EQ(dur(r.rec[0]), ps(512.0 * v.divide_cycles_per_elem + 2 * v.access_overhead_cycles, v.clock_ghz));
+    EXPECT_EQ(dur(r.rec[1]), ps(512 + 2 * v.access_overhead_cycles + v.dependent_turnaround_cycles, v.clock_ghz));
+}
+
+TEST(TimingScalarE, PsumOperandPaysThePsumAccessOverhead) {
+    ChipConfig chip = trn2();
+    NeuronCore core(chip, ExecMode::TimingOnly, 1 << 20);
+    KernelBuilder kb(chip, "psum");
+    Tile s = kb.alloc_sbuf(128, {512}, DType::f32), p = kb.alloc_psum(128, 512);
+    kb.tensor_copy(s.ap(), p.ap(), Engine::Scalar);
+    Ran r = run(core, kb.finish());
+    const auto& a = chip.scalar;
+    EXPECT_EQ(dur(r.rec[0]), ps(512.0 + a.access_overhead_cycles + a.psum_access_overhead_cycles, a.clock_ghz));
+}
+
+namespace {
+
+// VectorE and GpSimdE each run one independent SBUF instruction; returns (VectorE, GpSimd) records.
+std::pair<InstrRecord, InstrRecord> vector_and_gpsimd_on_sbuf(const ChipConfig& chip) {
+    NeuronCore core(chip, ExecMode::TimingOnly, 1 << 20);
+    KernelBuilder kb(chip, "ports");
+    Tile a = kb.alloc_sbuf(128, {512}, DType::f32), b = kb.alloc_sbuf(128, {512}, DType::f32);
+    Tile c = kb.alloc_sbuf(128, {512}, DType::f32), d = kb.alloc_sbuf(128, {512}, DType::f32);
+    kb.tensor_scalar(b.ap(), a.ap(), AluOp::add, 1.0f, AluOp::bypass, 0, Engine::Vector);
+    kb.tensor_scalar(d.ap(), c.ap(), AluOp::add, 1.0f, AluOp::bypass, 0, Engine::GpSimd);
+    Ran r = run(core, kb.finish());
+    return {r.rec[0], r.rec[1]};
+}
+
+// VectorE and ScalarE each copy a PSUM tile to SBUF; same_bank: both read the same PSUM bank.
+std::pair<InstrRecord, InstrRecord> vector_and_scalar_on_psum(const ChipConfig& chip, bool same_bank) {
+    NeuronCore core(chip, ExecMode::TimingOnly, 1 << 20);
+    KernelBuilder kb(chip, "ports");
+    Tile p0 = kb.alloc_psum(128, 256), p1 = kb.alloc_psum(128, 512);
+    Tile a = kb.alloc_sbuf(128, {256}, DType::f32), b = kb.alloc_sbuf(128, {256}, DType::f32);
+    kb.tensor_copy(a.ap(), p0.ap(), Engine::Vector);
+    kb.tensor_copy(b.ap(), same_bank ? p0.ap() : p1.cols(0, 256), Engine::Scalar);
+    Ran r = run(core, kb.finish());
+    return {r.rec[0], r.rec[1]};
+}
+
+}  // namespace
+
+TEST(TimingPorts, Trn1VectorAndGpSimdTakeTurnsOnSbuf) {
+    ChipConfig chip = load_chip("trn1");
+    ASSERT_TRUE(chip.ports.vector_gpsimd_sbuf);
+    auto [v, g] = vector_and_gpsimd_on_sbuf(chip);
+    EXPECT_EQ(v.start_ps, 0);
+    EXPECT_EQ(g.start_ps, v.end_ps);
+    // Without the conflict (trn2) they run side by side.
+    auto [v2, g2] = vector_and_gpsimd_on_sbuf(trn2());
+    EXPECT_EQ(v2.start_ps, g2.start_ps);
+}
+
+TEST(TimingPorts, Trn1VectorAndScalarTakeTurnsOnAnyPsumBank) {
+    ChipConfig chip = load_chip("trn1");
+    ASSERT_FALSE(chip.ports.psum_same_bank_only);
+    auto [v, s] = vector_and_scalar_on_psum(chip, false);
+    EXPECT_EQ(s.start_ps, v.end_ps);
+}
+
+TEST(TimingPorts, Trn2VectorAndScalarConflictOnTheSamePsumBankOnly) {
+    ChipConfig chip = trn2();
+    ASSERT_TRUE(chip.ports.vector_scalar_psum && chip.ports.psum_same_bank_only);
+    auto [v, s] = vector_and_scalar_on_psum(chip, false);
+    EXPECT_EQ(v.start_ps, s.start_ps);
+    auto [v_same, s_same] = vector_and_scalar_on_psum(chip, true);
+    EXPECT_EQ(s_same.start_ps, v_same.end_ps);
+}
+
+TEST(TimingPorts, AnInstructionTakesAPortGapOnlyIfItFitsWhole) {
+    // trn1: GpSimd runs a short instruction, then one that waits for a DMA load, leaving the SBUF
+    // port free in between. VectorE instructions issued later in program order take the gap when
+    // they fit in it, and wait for the GpSimd otherwise.
+    ChipConfig chip = load_chip("trn1");
+    NeuronCore core(chip, ExecMode::TimingOnly, 1 << 22);
+    KernelBuilder kb(chip, "ports", 1 << 22);
+    Tile loaded = kb.alloc_sbuf(128, {64}, DType::f32), g_out = kb.alloc_sbuf(128, {64}, DType::f32);
+    Tile small_in = kb.alloc_sbuf(128, {64}, DType::f32), small_out = kb.alloc_sbuf(128, {64}, DType::f32);
+    Tile v_in = kb.alloc_sbuf(128, {256}, DType::f32), v_out = kb.alloc_sbuf(128, {256}, DType::f32);
+    Tile w_in = kb.alloc_sbuf(128, {4096}, DType::f32), w_out = kb.alloc_sbuf(128, {4096}, DType::f32);
+    kb.dma_copy(loaded.ap(), hbm_matrix_ap(0, DType::f32, 128, 64, 64));
+    kb.tensor_scalar(small_out.ap(), small_in.ap(), AluOp::add, 1.0f, AluOp::bypass, 0, Engine::GpSimd);
+    kb.tensor_scalar(g_out.ap(), loaded.ap(), AluOp::add, 1.0f, AluOp::bypass, 0, Engine::GpSimd);
+    kb.tensor_scalar(v_out.ap(), v_in.ap(), AluOp::add, 1.0f, AluOp::bypass, 0, Engine::Vector);
+    kb.tensor_scalar(w_out.ap(), w_in.ap(), AluOp::add, 1.0f, AluOp::bypass, 0, Engine::Vector);
+    Ran r = run(core, kb.finish());
+    const InstrRecord &g_first = r.rec[1], &g_waiting = r.rec[2], &v_fits = r.rec[3], &v_long = r.rec[4];
+    ASSERT_GT(g_waiting.start_ps - g_first.end_ps, dur(v_fits));      // the gap holds v_fits ...
+    ASSERT_LT(g_waiting.start_ps - v_fits.end_ps, dur(v_long));       // ... but not v_long after it
+    EXPECT_EQ(v_fits.start_ps, g_first.end_ps);
+    EXPECT_EQ(v_long.start_ps, g_waiting.end_ps);
 }
