@@ -8,6 +8,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "profiler/launch_recording.h"
 #include "profiler/op_observer.h"
 #include "runtime/devices.h"
 #include "trnsim/profiler.h"
@@ -65,10 +66,12 @@ py::dict window_dict(const profiler::WindowSummary& w) {
 
 void init_profiler_bindings(py::module_& m) {
     py::module_ sub = m.def_submodule("_profiler", "Profiler of the neuron devices' executed instructions");
-    py::class_<Profiler>(sub, "Profiler")
+    // Deleting a profiler also detaches it (a profile left without detach_all()).
+    py::class_<Profiler, std::unique_ptr<Profiler, launch_recording::DetachingDelete>>(sub, "Profiler")
         .def(py::init<>())
-        .def("attach", [](Profiler& p, int index) { p.attach(device_at(index)); })
-        .def("detach_all", &Profiler::detach_all)
+        // Through launch_recording, so that torch.profiler can record the same devices meanwhile.
+        .def("attach", [](Profiler& p, int index) { launch_recording::attach_profiler(p, device_at(index)); })
+        .def("detach_all", [](Profiler& p) { launch_recording::detach_profiler(p); })
         .def("push_scope", [](Profiler& p, int index, const std::string& name, const std::string& kind) {
             return p.push_scope(device_at(index), name, scope_kind(kind));
         })
