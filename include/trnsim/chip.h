@@ -30,8 +30,8 @@ struct StreamEngineConfig {
     uint32_t dependent_turnaround_cycles = 0;  // extra when waiting on the previous instr's result
     bool bf16_fast_mode = false;          // v3+: 2x elements/cycle for 2-byte dtypes where allowed
     uint32_t two_input_cycles_per_elem = 2;  // tensor_tensor with both operands in SBUF: cycles per element
-    // The access overhead is pipeline latency: an instruction issued back to back after an independent
-    // one on the same engine does not pay it (only one that waited or reads its predecessor's result).
+    // The access overhead is pipeline latency: an instruction issued back to back after the previous
+    // one on the same engine does not pay it, only one that waited (a dependent one pays the turnaround).
     bool access_overhead_pipelined = false;
     uint32_t psum_access_overhead_cycles = 0;  // static overhead of a PSUM operand (instead of the SBUF one)
     uint32_t divide_cycles_per_elem = 1;       // cycles per element of an ALU divide (reciprocal) stage

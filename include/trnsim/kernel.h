@@ -108,6 +108,9 @@ public:
         uint64_t b0, b1;          // byte range [b0, b1) within a partition / of HBM
         bool is_write;
         uint32_t queue, seq;      // seq = index of the instruction within its queue
+        // HBM only: when period > 0 the bytes touched within [b0, b1) are those whose offset from b0
+        // modulo period lies in [phase, phase + run) (an element- or row-strided pattern); 0 = dense.
+        uint64_t period = 0, phase = 0, run = 0;
     };
 private:
     void add_dependencies(Instruction& ins);

@@ -157,7 +157,43 @@ struct Footprint {
     uint32_t p0, p1;
     uint64_t b0, b1;
     uint8_t arg;   // HBM launch argument (0 = absolute addresses)
+    uint64_t period = 0, phase = 0, run = 0;   // strided HBM pattern (see KernelBuilder::Access)
 };
+
+// The sparsest periodic description of an HBM pattern: a period p (one of its strides) such that the
+// dims with larger strides step by multiples of p and the dims with smaller strides stay within one
+// run shorter than p. Column blocks stored by different queues into the same rows then have disjoint
+// phases. Patterns with negative strides, or no such period, stay dense.
+void set_period(Footprint& f, const AccessPattern& ap) {
+    const int64_t es = static_cast<int64_t>(dtype_size(ap.dtype));
+    struct Dim { int64_t stride, size; };
+    Dim dims[5];
+    int n = 0;
+    for (int k = 0; k < ap.ndim; ++k)
+        if (ap.size[k] > 1) dims[n++] = {ap.stride[k] * es, static_cast<int64_t>(ap.size[k])};
+    if (ap.partitions > 1) dims[n++] = {ap.partition_stride * es, static_cast<int64_t>(ap.partitions)};
+    for (int k = 0; k < n; ++k)
+        if (dims[k].stride <= 0) return;
+    double best_density = 1.0;
+    for (int c = 0; c < n; ++c) {
+        const int64_t period = dims[c].stride;
+        int64_t run = es;
+        bool ok = true;
+        for (int k = 0; k < n && ok; ++k) {
+            if (k == c) continue;
+            if (dims[k].stride >= period) ok = dims[k].stride % period == 0;
+            else run += dims[k].stride * (dims[k].size - 1);
+        }
+        if (!ok || run >= period) continue;
+        const double density = static_cast<double>(run) / static_cast<double>(period);
+        if (density < best_density) {
+            best_density = density;
+            f.period = static_cast<uint64_t>(period);
+            f.run = static_cast<uint64_t>(run);
+        }
+    }
+    if (f.period) f.phase = f.b0 % f.period;
+}
 
 Footprint footprint(const AccessPattern& ap) {
     const int64_t es = static_cast<int64_t>(dtype_size(ap.dtype));
@@ -180,7 +216,14 @@ Footprint footprint(const AccessPattern& ap) {
     }
     f.b0 = static_cast<uint64_t>(static_cast<int64_t>(ap.offset) + lo * es);
     f.b1 = static_cast<uint64_t>(static_cast<int64_t>(ap.offset) + (hi + 1) * es);
+    if (ap.space == MemSpace::HBM) set_period(f, ap);
     return f;
+}
+
+// Two periodic patterns of the same period touch common bytes only if their runs meet modulo the
+// period (phases are absolute byte offsets modulo the period).
+bool phases_meet(uint64_t period, uint64_t phase_a, uint64_t run_a, uint64_t phase_b, uint64_t run_b) {
+    return (phase_b + period - phase_a) % period < run_a || (phase_a + period - phase_b) % period < run_b;
 }
 
 // HBM footprints of different launch arguments are unrelated unless the kernel allows aliasing,
@@ -188,11 +231,24 @@ Footprint footprint(const AccessPattern& ap) {
 bool overlaps(const Footprint& f, const KernelBuilder::Access& a, bool args_may_alias) {
     if (f.space != a.space) return false;
     if (f.arg != a.arg) return args_may_alias;
-    return f.p0 < a.p1 && a.p0 < f.p1 && f.b0 < a.b1 && a.b0 < f.b1;
+    if (!(f.p0 < a.p1 && a.p0 < f.p1 && f.b0 < a.b1 && a.b0 < f.b1)) return false;
+    if (f.period && f.period == a.period) return phases_meet(f.period, f.phase, f.run, a.phase, a.run);
+    return true;
 }
 
 bool covers(const Footprint& f, const KernelBuilder::Access& a) {
-    return f.space == a.space && f.arg == a.arg && f.p0 <= a.p0 && a.p1 <= f.p1 && f.b0 <= a.b0 && a.b1 <= f.b1;
+    const bool pattern_covers =
+        f.period == 0 || (f.period == a.period && f.phase == a.phase && f.run >= a.run);
+    return f.space == a.space && f.arg == a.arg && f.p0 <= a.p0 && a.p1 <= f.p1 && f.b0 <= a.b0 && a.b1 <= f.b1 &&
+           pattern_covers;
+}
+
+KernelBuilder::Access access_of(const Footprint& f, bool is_write, uint32_t queue, uint32_t seq) {
+    KernelBuilder::Access a{f.space, f.arg, f.p0, f.p1, f.b0, f.b1, is_write, queue, seq};
+    a.period = f.period;
+    a.phase = f.phase;
+    a.run = f.run;
+    return a;
 }
 
 // Reads and writes of an instruction.
@@ -291,9 +347,9 @@ void KernelBuilder::record_access(const Instruction& ins, uint32_t queue, uint32
         accesses_.erase(std::remove_if(accesses_.begin(), accesses_.end(),
                                        [&](const Access& a) { return covers(f, a); }),
                         accesses_.end());
-        add_access(Access{f.space, f.arg, f.p0, f.p1, f.b0, f.b1, true, queue, seq});
+        add_access(access_of(f, true, queue, seq));
     }
-    for (const Footprint& f : reads) add_access(Access{f.space, f.arg, f.p0, f.p1, f.b0, f.b1, false, queue, seq});
+    for (const Footprint& f : reads) add_access(access_of(f, false, queue, seq));
 }
 
 // Keeps the live-access list short: an identical footprint of the same kind and queue is
@@ -308,7 +364,8 @@ void KernelBuilder::add_access(const Access& n) {
     size_t same_group = 0;
     for (Access& a : accesses_) {
         if (a.is_write != n.is_write || a.queue != n.queue || a.space != n.space || a.arg != n.arg) continue;
-        if (a.p0 == n.p0 && a.p1 == n.p1 && a.b0 == n.b0 && a.b1 == n.b1) {
+        if (a.p0 == n.p0 && a.p1 == n.p1 && a.b0 == n.b0 && a.b1 == n.b1 && a.period == n.period &&
+            a.phase == n.phase && a.run == n.run) {
             a.seq = n.seq;
             return;
         }
@@ -320,8 +377,11 @@ void KernelBuilder::add_access(const Access& n) {
     auto in_group = [&](const Access& a) {
         return a.is_write == n.is_write && a.queue == n.queue && a.space == n.space && a.arg == n.arg;
     };
+    // The box keeps a periodic pattern that all its records share (one queue's column block of
+    // many row tiles); otherwise it is dense.
     for (const Access& a : accesses_) {
         if (!in_group(a)) continue;
+        if (a.period != box.period || a.phase != box.phase || a.run != box.run) box.period = box.phase = box.run = 0;
         box.p0 = std::min(box.p0, a.p0);
         box.p1 = std::max(box.p1, a.p1);
         box.b0 = std::min(box.b0, a.b0);

@@ -7,7 +7,7 @@
 //                         or for contiguous bf16 add/sub/mul), divide_cycles_per_elem x N when an
 //                         ALU stage divides, plus a static cost per tensor access (the PSUM one
 //                         for PSUM operands; on engines where it is pipelined, only when the
-//                         instruction waited or reads its predecessor's result) and a turnaround
+//                         instruction waited, i.e. the engine was idle before it) and a turnaround
 //                         when it depends on its predecessor
 //                         tensor_tensor_scan max(MIN_II, 2N)
 //   GpSimd                fixed start (~150) + N
@@ -88,7 +88,7 @@ double stream_cycles(const Instruction& ins, const StreamEngineConfig& eng, bool
     }
     c += eng.fixed_overhead_cycles;
     const bool dependent = ins.flags & F_DEPENDS_ON_PREV;
-    if (!(eng.access_overhead_pipelined && back_to_back && !dependent))
+    if (!(eng.access_overhead_pipelined && back_to_back))
         for_each_tensor_operand(ins, [&](const AccessPattern& ap) {
             c += ap.space == MemSpace::PSUM ? eng.psum_access_overhead_cycles : eng.access_overhead_cycles;
         });

@@ -21,7 +21,8 @@
 namespace trnsim {
 
 // Engine-side cost of a non-DMA instruction, in picoseconds. back_to_back: the engine issued it
-// right after an independent instruction (no idle gap), so a pipelined access overhead is hidden.
+// right after its previous instruction (no idle gap), so a pipelined access overhead is hidden; one
+// that reads its predecessor's result still pays the dependent turnaround.
 int64_t compute_cost_ps(const Instruction& ins, const ChipConfig& chip, bool stationary_reloaded,
                         bool back_to_back = false);
 

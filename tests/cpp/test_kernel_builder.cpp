@@ -53,6 +53,34 @@ TEST(KernelBuilderDeps, DisjointTilesAndReadsDoNotWait) {
     EXPECT_TRUE(waits_on(p.instrs[2], Engine::Vector));
 }
 
+TEST(KernelBuilderDeps, InterleavedStridedHbmWritesOnDifferentQueuesAreIndependent) {
+    // A [16, 128] SBUF tile stored transposed into a [128, 16] fp32 HBM matrix, 8 partitions per
+    // queue: each queue writes 32-byte runs (8 columns) of the same 128 rows, 64 bytes apart.
+    KernelBuilder kb(chip(), "interleaved");
+    Tile t = kb.alloc_sbuf(16, {128}, DType::f32), rows = kb.alloc_sbuf(8, {16}, DType::f32);
+    kb.memset(t.ap(), 1.0f);
+    auto column_block = [](uint32_t c0) {
+        AccessPattern ap = hbm_matrix_ap(c0 * 4, DType::f32, 8, 128, 1);   // partition d -> column c0 + d
+        ap.stride[0] = 16;                                                  // free index -> row
+        return ap;
+    };
+    kb.dma_copy(column_block(0), t.rows(0, 8), 0);
+    kb.dma_copy(column_block(8), t.rows(8, 8), 1);    // the other columns of the same rows
+    kb.dma_copy(column_block(0), t.rows(8, 8), 2);    // the first queue's columns again
+    kb.dma_copy(rows.ap(), hbm_matrix_ap(0, DType::f32, 8, 16, 16), 3);   // rows 0-7, every column
+    Program p = kb.finish();
+    auto waits_on_queue = [](const Instruction& ins, uint32_t q) {
+        for (int i = 0; i < ins.num_waits; ++i)
+            if (ins.waits[i].sem == kNumEngineQueues + q) return true;
+        return false;
+    };
+    EXPECT_FALSE(waits_on_queue(p.instrs[2], 0));
+    EXPECT_TRUE(waits_on_queue(p.instrs[3], 0));
+    EXPECT_FALSE(waits_on_queue(p.instrs[3], 1));
+    EXPECT_TRUE(waits_on_queue(p.instrs[4], 1));
+    EXPECT_TRUE(waits_on_queue(p.instrs[4], 2));
+}
+
 TEST(KernelBuilderDeps, BarrierOrdersEveryQueue) {
     KernelBuilder kb(chip(), "barrier");
     Tile a = kb.alloc_sbuf(128, {64}, DType::f32), b = kb.alloc_sbuf(128, {64}, DType::f32);
