@@ -23,6 +23,7 @@
 // next one; loop nests over the same q tiles that only pass PSUM data (v3's QK, max and
 // subtract) are fused, since the QK result of every q tile cannot live in PSUM at once.
 #include <algorithm>
+#include <optional>
 #include <stdexcept>
 #include <tuple>
 
@@ -244,7 +245,16 @@ std::vector<Program> attention_fused_loop(const ChipConfig& chip, uint32_t seqle
     load(kb, q_sb.ap(), io.q.tile(0, P, 0, seqlen));
     load(kb, k_sb.ap(), io.k.tile(0, P, 0, seqlen));
     load(kb, v_sb.ap(), io.v.tile(0, P, 0, seqlen));
-    PsumRotation banks(kb, static_cast<int>(chip.psum.banks), P, kBankFp32);
+    // The q-tile loop is an affine_range: the compiler's scheduler issues the QK row and row max of
+    // tile q+1 before the transposes and P.V of tile q when the next row has somewhere to live (in
+    // SBUF when it spills, else in PSUM banks of its own next to the current row, the transposes'
+    // and the accumulator's). Without that room the TensorE's queue keeps the written order.
+    const bool spill = nkv > chip.psum.banks;
+    const uint32_t qk_banks = spill ? 0 : 2 * nkv;
+    const bool skew_psum_room = spill || qk_banks + 2 <= chip.psum.banks;
+    PsumRotation banks(kb, static_cast<int>(chip.psum.banks - (skew_psum_room ? qk_banks : 0)), P, kBankFp32);
+    std::optional<PsumRotation> qk_ring;
+    if (skew_psum_room && !spill) qk_ring.emplace(kb, static_cast<int>(qk_banks), P, kBankFp32);
     Tile vt = kb.alloc_sbuf(P, {nt, P}, pe);
     for (uint32_t t = 0; t < nt; ++t) {
         const AccessPattern bank = cols(banks.take().ap(), 0, P);
@@ -255,10 +265,10 @@ std::vector<Program> attention_fused_loop(const ChipConfig& chip, uint32_t seqle
 
     // Per q tile: the QK row (SBUF spill when it exceeds PSUM), the exp row, the normalised row
     // (v4: fp32 in the spill row or its own, reused for the scores), the transposed scores.
-    const bool spill = nkv > chip.psum.banks;
     const uint64_t row = seqlen;
     const uint64_t set_bytes = v7 ? row * 2 + row * 2 + (spill ? row * 4 : 0) : row * 4 * 3;
     const int sets = buffers_that_fit(kb, set_bytes + 4096, 2);
+    const bool skew = skew_psum_room && sets >= 2;
     std::vector<Tile> qk_sb, norm, exp_row, scores_t;
     for (int s = 0; s < sets; ++s) {
         if (spill || !v7) qk_sb.push_back(kb.alloc_sbuf(P, {seqlen}, F32));   // v4: also the norm/scores row
@@ -268,15 +278,27 @@ std::vector<Program> attention_fused_loop(const ChipConfig& chip, uint32_t seqle
     Rotation row_max_kv(kb, sets, P, {nkv}, F32), row_max(kb, sets, P, {1}, F32), sum_kv(kb, sets, P, {nkv}, F32),
         sum_row(kb, sets, P, {1}, F32), inv_sum(kb, sets, P, {1}, F32), attn_out(kb, 2, P, {P}, F32);
 
-    for (uint32_t q = 0; q < nq; ++q) {
+    // Stage 1 of a q tile: QK row and row max.
+    struct RowMax {
+        QkRow qk;
+        const Tile* rm = nullptr;
+    };
+    auto qk_and_max = [&](uint32_t q) {
         const int s = static_cast<int>(q % static_cast<uint32_t>(sets));
-        const Tile* spill_row = spill ? &qk_sb[s] : nullptr;
-        QkRow qk = qk_row(kb, banks, q_sb, k_sb, q, seqlen, spill_row);
-        const Tile &rmk = row_max_kv.take(), &rm = row_max.take(), &skv = sum_kv.take(), &sr = sum_row.take(),
-                   &inv = inv_sum.take();
-        for (uint32_t kv = 0; kv < nkv; ++kv) kb.tensor_reduce(cols(rmk.ap(), kv, 1), qk.parts[kv], ReduceOp::max);
-        kb.tensor_reduce(rm.ap(), rmk.ap(), ReduceOp::max);   // v7: negate=True, the exp bias
-        const AccessPattern rm_ap = rm.ap();
+        RowMax r;
+        r.qk = qk_row(kb, qk_ring ? *qk_ring : banks, q_sb, k_sb, q, seqlen, spill ? &qk_sb[s] : nullptr);
+        const Tile& rmk = row_max_kv.take();
+        r.rm = &row_max.take();
+        for (uint32_t kv = 0; kv < nkv; ++kv) kb.tensor_reduce(cols(rmk.ap(), kv, 1), r.qk.parts[kv], ReduceOp::max);
+        kb.tensor_reduce(r.rm->ap(), rmk.ap(), ReduceOp::max);   // v7: negate=True, the exp bias
+        return r;
+    };
+    // Stage 2: exp, sum, (v4: scores), transposes, P.V, scaling and the store.
+    auto softmax_pv = [&](uint32_t q, const RowMax& rmax) {
+        const int s = static_cast<int>(q % static_cast<uint32_t>(sets));
+        const QkRow& qk = rmax.qk;
+        const Tile &skv = sum_kv.take(), &sr = sum_row.take(), &inv = inv_sum.take();
+        const AccessPattern rm_ap = rmax.rm->ap();
         const AccessPattern e = exp_row[s].ap();
         if (v7) {
             for (uint32_t kv = 0; kv < nkv; ++kv) {
@@ -313,6 +335,19 @@ std::vector<Program> attention_fused_loop(const ChipConfig& chip, uint32_t seqle
         if (v7) scale_rows(kb, o.ap(), acc, inv_ap);
         else kb.tensor_copy(o.ap(), acc, Engine::Scalar);
         store(kb, io.out.tile(uint64_t(q) * P, P, 0, P), o.ap());
+    };
+
+    RowMax current = qk_and_max(0);
+    for (uint32_t q = 0; q < nq; ++q) {
+        if (!skew) {
+            softmax_pv(q, current);
+            if (q + 1 < nq) current = qk_and_max(q + 1);
+            continue;
+        }
+        RowMax next;
+        if (q + 1 < nq) next = qk_and_max(q + 1);
+        softmax_pv(q, current);
+        current = std::move(next);
     }
     return {kb.finish()};
 }

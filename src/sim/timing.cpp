@@ -175,8 +175,11 @@ TimingModel::Slot TimingModel::schedule(const Instruction& ins) {
     Slot slot;
     if (ins.engine == Engine::DMA) {
         DmaCost c = dma_cost(ins, chip_);
-        // The fixed latency overlaps with the queue's previous transfer; data moves one transfer at a time.
-        int64_t data_start = std::max(ready, deps + c.fixed_ps);
+        // The fixed latency (semaphore-to-start) overlaps with the queue's previous transfer; data
+        // moves one transfer at a time. A transfer that waits on nothing starts with the program: the
+        // preset's launch overhead is measured up to the first kernel DMA, so its start is in there.
+        const bool waits_on_something = deps > program_start_;
+        int64_t data_start = std::max(ready, deps + (waits_on_something ? c.fixed_ps : 0));
         if (ins.op == Opcode::barrier || c.bytes == 0) {
             slot = {std::max(ready, deps), std::max(ready, deps)};
         } else {
