@@ -34,6 +34,77 @@ float* scratch(ScratchSlot slot, size_t n) {
     return buf.data();
 }
 
+namespace {
+
+// Whether ap is an fp32 SBUF/PSUM tile with each partition's free elements contiguous and
+// 4-byte aligned; if so, the rows' base address and pitch (bounds checked by element()).
+bool direct_f32(CoreMemory& mem, const AccessPattern& ap, RowsF32* rows) {
+    if (ap.dtype != DType::f32 || ap.space == MemSpace::HBM || ap.offset % 4 != 0 || ap.partitions == 0) return false;
+    int64_t expect = 1;
+    for (int k = ap.ndim - 1; k >= 0; --k) {
+        if (ap.size[k] == 1) continue;
+        if (ap.stride[k] != expect) return false;
+        expect *= ap.size[k];
+    }
+    const uint64_t F = ap.free_elems();
+    if (F == 0) return false;
+    uint8_t* first = mem.element(ap, 0, 0);
+    mem.element(ap, ap.partitions - 1, F - 1);   // throws when the tile runs off the memory
+    rows->base = reinterpret_cast<float*>(first);
+    rows->pitch = ap.partitions > 1 ? static_cast<size_t>(mem.element(ap, 1, 0) - first) / 4 : F;
+    rows->direct = true;
+    return true;
+}
+
+bool same_tile(const AccessPattern& a, const AccessPattern& b) {
+    return a.space == b.space && a.start_partition == b.start_partition && a.partitions == b.partitions &&
+           a.offset == b.offset && a.dtype == b.dtype && a.free_elems() == b.free_elems();
+}
+
+}  // namespace
+
+bool may_overlap(const AccessPattern& a, const AccessPattern& b) {
+    if (a.space != b.space || a.space == MemSpace::HBM) return a.space == b.space;
+    if (a.start_partition >= b.start_partition + b.partitions || b.start_partition >= a.start_partition + a.partitions)
+        return false;
+    auto span = [](const AccessPattern& x) {
+        int64_t lo = 0, hi = 0;
+        for (int k = 0; k < x.ndim; ++k) {
+            const int64_t ext = static_cast<int64_t>(x.size[k] - 1) * x.stride[k];
+            (ext < 0 ? lo : hi) += ext;
+        }
+        const int64_t es = static_cast<int64_t>(dtype_size(x.dtype));
+        return std::pair<int64_t, int64_t>(static_cast<int64_t>(x.offset) + lo * es,
+                                           static_cast<int64_t>(x.offset) + (hi + 1) * es);
+    };
+    auto [a0, a1] = span(a);
+    auto [b0, b1] = span(b);
+    return a0 < b1 && b0 < a1;
+}
+
+RowsF32 source_rows(CoreMemory& mem, const AccessPattern& ap, ScratchSlot slot) {
+    RowsF32 rows;
+    if (direct_f32(mem, ap, &rows)) return rows;
+    rows.base = scratch(slot, ap.elems());
+    rows.pitch = ap.free_elems();
+    mem.load_f32(ap, rows.base);
+    return rows;
+}
+
+RowsF32 dest_rows(CoreMemory& mem, const AccessPattern& ap, ScratchSlot slot,
+                  std::initializer_list<const AccessPattern*> srcs, bool allow_direct) {
+    RowsF32 rows;
+    bool hazard = !allow_direct;
+    for (const AccessPattern* s : srcs) hazard = hazard || (may_overlap(ap, *s) && !same_tile(ap, *s));
+    if (!hazard && direct_f32(mem, ap, &rows)) return rows;
+    rows = RowsF32{scratch(slot, ap.elems()), ap.free_elems(), false};
+    return rows;
+}
+
+void commit_rows(CoreMemory& mem, const AccessPattern& ap, const RowsF32& rows) {
+    if (!rows.direct) mem.store_f32(ap, rows.base);
+}
+
 void fail(const Instruction& ins, const std::string& what) {
     throw IsaError(std::string(opcode_name(ins.op)) + ": " + what);
 }
@@ -67,6 +138,24 @@ float reduce_run(ReduceOp op, const float* x, size_t n) {
             break;
     }
     return acc;
+}
+
+void reduce_rows(ReduceOp op, const float* x, size_t rows, size_t cols, float* out) {
+    std::fill(out, out + cols, reduce_identity(op));
+    for (size_t r = 0; r < rows; ++r) {
+        const float* row = x + r * cols;
+        switch (op) {
+            case ReduceOp::add:
+                for (size_t c = 0; c < cols; ++c) out[c] += row[c];
+                break;
+            case ReduceOp::max:
+                for (size_t c = 0; c < cols; ++c) out[c] = nan_max(out[c], row[c]);
+                break;
+            default:   // min
+                for (size_t c = 0; c < cols; ++c) out[c] = nan_min(out[c], row[c]);
+                break;
+        }
+    }
 }
 
 void affine_values(const Affine& affine, const AccessPattern& shape, int64_t* out) {

@@ -190,6 +190,10 @@ void read_run(const uint8_t* p, int64_t step, DType dt, int64_t es, float* out, 
         std::fill(out, out + n, load_as_f32(p, dt));
         return;
     }
+    if (dt == DType::f32) {   // strided fp32: gather directly
+        for (uint64_t i = 0; i < n; ++i) std::memcpy(out + i, p + static_cast<int64_t>(i) * step, 4);
+        return;
+    }
     uint8_t* packed = byte_scratch(kChunkElems * 4).data();
     for (uint64_t done = 0; done < n; done += kChunkElems) {
         uint64_t c = std::min<uint64_t>(kChunkElems, n - done);
@@ -201,6 +205,10 @@ void read_run(const uint8_t* p, int64_t step, DType dt, int64_t es, float* out, 
 void write_run(const float* in, uint8_t* p, int64_t step, DType dt, int64_t es, uint64_t n) {
     if (step == es) {
         convert_from_f32(in, p, dt, n);
+        return;
+    }
+    if (dt == DType::f32) {   // strided fp32: scatter directly
+        for (uint64_t i = 0; i < n; ++i) std::memcpy(p + static_cast<int64_t>(i) * step, in + i, 4);
         return;
     }
     uint8_t* packed = byte_scratch(kChunkElems * 4).data();

@@ -12,27 +12,33 @@ void exec_activation(CoreMemory& mem, const Instruction& ins) {
     exec::require_same_elems(ins, ins.dst, "dst", ins.src0, "src0");
     const uint32_t P = ins.dst.partitions;
     const uint64_t F = ins.dst.free_elems();
-    float* x = exec::scratch(exec::kScratchA, P * F);
     float* scale = exec::scratch(exec::kScratchB, P);
     float* bias = exec::scratch(exec::kScratchC, P);
-    mem.load_f32(ins.src0, x);
+    // Scale and bias are read before any result is written (dst may overlap them).
     exec::per_partition_operand(mem, ins, ins.flags & F_SCALE_AP, ins.src1, "scale (src1)", ins.imm0, P, scale);
     exec::per_partition_operand(mem, ins, ins.flags & F_BIAS_AP, ins.src2, "bias (src2)", ins.imm1, P, bias);
+    if (ins.reduce != ReduceOp::none && (ins.acc.partitions != P || ins.acc.free_elems() != 1))
+        exec::fail(ins, "acc " + format_ap(ins.acc) + " must be [" + std::to_string(P) + ", 1]");
+    const exec::RowsF32 x = exec::source_rows(mem, ins.src0, exec::kScratchA);
+    // Where acc overlaps dst, dst is stored last and its values win: dst then goes through scratch.
+    const bool acc_in_dst = ins.reduce != ReduceOp::none && exec::may_overlap(ins.dst, ins.acc);
+    const exec::RowsF32 y = exec::dest_rows(mem, ins.dst, exec::kScratchE, {&ins.src0}, !acc_in_dst);
+    float* acc = exec::scratch(exec::kScratchD, P);
     for (uint32_t p = 0; p < P; ++p) {
-        float* row = x + p * F;
+        const float* in = x.row(p);
+        float* row = y.row(p);
         const float s = scale[p], b = bias[p];
-        if (s != 1.0f || b != 0.0f)
-            for (uint64_t i = 0; i < F; ++i) row[i] = row[i] * s + b;
+        if (s != 1.0f || b != 0.0f) {
+            for (uint64_t i = 0; i < F; ++i) row[i] = in[i] * s + b;
+        } else if (row != in) {
+            std::copy(in, in + F, row);
+        }
         exec::apply_activation(ins.func, row, F);
+        // acc reduces the fp32 results, before dst's rounding
+        if (ins.reduce != ReduceOp::none) acc[p] = exec::reduce_run(ins.reduce, row, F);
     }
-    if (ins.reduce != ReduceOp::none) {
-        if (ins.acc.partitions != P || ins.acc.free_elems() != 1)
-            exec::fail(ins, "acc " + format_ap(ins.acc) + " must be [" + std::to_string(P) + ", 1]");
-        float* acc = exec::scratch(exec::kScratchD, P);
-        for (uint32_t p = 0; p < P; ++p) acc[p] = exec::reduce_run(ins.reduce, x + p * F, F);
-        mem.store_f32(ins.acc, acc);
-    }
-    mem.store_f32(ins.dst, x);
+    if (ins.reduce != ReduceOp::none) mem.store_f32(ins.acc, acc);
+    exec::commit_rows(mem, ins.dst, y);
 }
 
 }  // namespace trnsim

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <initializer_list>
 #include <limits>
 #include <string>
 #include <vector>
@@ -22,8 +23,28 @@ namespace exec {
 
 // Per-thread fp32 scratch, reused across instructions (no allocation per call
 // once warm). Distinct slots may be held at the same time.
-enum ScratchSlot { kScratchA, kScratchB, kScratchC, kScratchD, kNumScratch };
+enum ScratchSlot { kScratchA, kScratchB, kScratchC, kScratchD, kScratchE, kNumScratch };
 float* scratch(ScratchSlot slot, size_t n);
+
+// An operand's fp32 values as one row per partition. When the operand is an fp32 on-chip
+// tile whose free elements are contiguous within each partition, the rows point straight
+// into SBUF/PSUM (no copy); otherwise they are rows of a dense scratch copy.
+struct RowsF32 {
+    float* base = nullptr;
+    size_t pitch = 0;      // floats from one partition's row to the next
+    bool direct = false;
+    float* row(uint32_t p) const { return base + p * pitch; }
+};
+// Source rows (a scratch copy is loaded).
+RowsF32 source_rows(CoreMemory& mem, const AccessPattern& ap, ScratchSlot slot);
+// Destination rows. They are direct only if no source in 'srcs' overlaps them other than as
+// the identical tile (in-place): rows are computed one after another, so a shifted overlap
+// would feed results back into later rows. Call commit_rows() after writing them.
+RowsF32 dest_rows(CoreMemory& mem, const AccessPattern& ap, ScratchSlot slot,
+                  std::initializer_list<const AccessPattern*> srcs, bool allow_direct = true);
+void commit_rows(CoreMemory& mem, const AccessPattern& ap, const RowsF32& rows);   // stores a scratch copy
+// Conservative overlap test of two operands (same memory, partitions and byte spans intersect).
+bool may_overlap(const AccessPattern& a, const AccessPattern& b);
 
 // Throws IsaError "<opcode>: <what>" for an operand the semantics cannot use.
 [[noreturn]] void fail(const Instruction& ins, const std::string& what);
@@ -116,6 +137,8 @@ inline float reduce_step(ReduceOp op, float acc, float v) {
 
 // Sequential fp32 reduction of x[0..n).
 float reduce_run(ReduceOp op, const float* x, size_t n);
+// out[c] = reduce over r of x[r * cols + c], accumulating r in index order (as reduce_run does).
+void reduce_rows(ReduceOp op, const float* x, size_t rows, size_t cols, float* out);
 
 // value(p, i..) of 'affine' for every element of 'shape' in row-major order
 // (partition outermost) into out[shape.elems()].

@@ -7,6 +7,7 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 
 #include "exec_common.h"
@@ -14,6 +15,17 @@
 namespace trnsim {
 
 namespace {
+
+// The products here are one tile chain each (K <= a few thousand, M <= 128): OpenBLAS's worker
+// threads cost more in hand-off and spin-waiting than they save, and the simulator runs on one
+// host thread. Unless the user chose a count (OPENBLAS_NUM_THREADS), BLAS runs on the caller.
+void use_single_threaded_blas() {
+    static const bool once = [] {
+        if (!std::getenv("OPENBLAS_NUM_THREADS")) openblas_set_num_threads(1);
+        return true;
+    }();
+    (void)once;
+}
 
 bool dense_f32_psum_rows(const AccessPattern& dst, uint64_t n) {
     return dst.space == MemSpace::PSUM && dst.dtype == DType::f32 && dst.offset % 4 == 0 &&
@@ -55,6 +67,7 @@ void exec_nc_matmul(CoreMemory& mem, const Instruction& ins) {
         ldc = N;
         if (accumulate) mem.load_f32(ins.dst, c);
     }
+    use_single_threaded_blas();
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, static_cast<int>(M), static_cast<int>(N), static_cast<int>(K),
                 1.0f, a, static_cast<int>(M), b, static_cast<int>(N), accumulate ? 1.0f : 0.0f, c,
                 static_cast<int>(ldc));
@@ -172,6 +185,7 @@ void execute_matmul_chain(CoreMemory& mem, const Instruction* chain, size_t coun
     float* c = reinterpret_cast<float*>(mem.psum(dst.start_partition, dst.offset));
     const uint64_t ldc = mem.chip().psum.bytes_per_partition / 4;
     const bool accumulate = chain[0].flags & F_ACCUMULATE;
+    use_single_threaded_blas();
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, static_cast<int>(M), static_cast<int>(N), static_cast<int>(K),
                 1.0f, a, static_cast<int>(M), b, static_cast<int>(N), accumulate ? 1.0f : 0.0f, c,
                 static_cast<int>(ldc));
@@ -238,6 +252,7 @@ void execute_matmul_batch(CoreMemory& mem, const MatmulChainRef* chains, size_t 
     if (accumulate)
         for (size_t c = 0; c < count; ++c)
             for (uint64_t m = 0; m < M; ++m) std::memcpy(cbig + (c * M + m) * N, row(c, m), N * sizeof(float));
+    use_single_threaded_blas();
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, static_cast<int>(MB), static_cast<int>(N), static_cast<int>(K),
                 1.0f, a, static_cast<int>(MB), b, static_cast<int>(N), accumulate ? 1.0f : 0.0f, cbig,
                 static_cast<int>(N));

@@ -12,8 +12,11 @@ void exec_nc_transpose(CoreMemory& mem, const Instruction& ins) {
     float* src = exec::scratch(exec::kScratchA, P * F);
     float* dst = exec::scratch(exec::kScratchB, P * F);
     mem.load_f32(ins.src0, src);
-    for (uint32_t p = 0; p < P; ++p)
-        for (uint64_t f = 0; f < F; ++f) dst[f * P + p] = src[p * F + f];
+    constexpr uint64_t kBlock = 32;   // cache blocking: a 32x32 block of each side stays in L1
+    for (uint64_t p0 = 0; p0 < P; p0 += kBlock)
+        for (uint64_t f0 = 0; f0 < F; f0 += kBlock)
+            for (uint64_t p = p0; p < std::min<uint64_t>(p0 + kBlock, P); ++p)
+                for (uint64_t f = f0; f < std::min<uint64_t>(f0 + kBlock, F); ++f) dst[f * P + p] = src[p * F + f];
     mem.store_f32(ins.dst, dst);
 }
 

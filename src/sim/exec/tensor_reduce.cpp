@@ -19,8 +19,22 @@ void exec_tensor_reduce(CoreMemory& mem, const Instruction& ins) {
                             std::to_string(ins.reduce_ndim) + " dims)");
     float* x = exec::scratch(exec::kScratchA, src.elems());
     float* out = exec::scratch(exec::kScratchB, groups);
-    mem.load_f32(src, x);
-    for (uint64_t g = 0; g < groups; ++g) out[g] = exec::reduce_run(ins.reduce, x + g * group, group);
+    const int n = src.ndim;
+    if (ins.reduce_ndim == 1 && n >= 2 && src.stride[n - 1] != 1 && src.stride[n - 2] == 1) {
+        // [..., C, R] with C contiguous in memory and R (reduced) strided, e.g. a reduction over
+        // the rows of a [R, C] tile: load as [..., R, C] (contiguous runs) and combine whole rows.
+        // Each output still accumulates its R values in index order, so results are identical.
+        AccessPattern swapped = src;
+        std::swap(swapped.size[n - 1], swapped.size[n - 2]);
+        std::swap(swapped.stride[n - 1], swapped.stride[n - 2]);
+        mem.load_f32(swapped, x);
+        const uint64_t R = src.size[n - 1], C = src.size[n - 2];
+        for (uint64_t blk = 0; blk < groups / C; ++blk)
+            exec::reduce_rows(ins.reduce, x + blk * R * C, R, C, out + blk * C);
+    } else {
+        mem.load_f32(src, x);
+        for (uint64_t g = 0; g < groups; ++g) out[g] = exec::reduce_run(ins.reduce, x + g * group, group);
+    }
     mem.store_f32(ins.dst, out);
 }
 

@@ -9,16 +9,18 @@ namespace trnsim {
 
 namespace {
 
-// x[p][f] = x[p][f] op s[p] (or s[p] op x[p][f] when reversed).
-void apply_scalar_op(AluOp op, bool reverse, const float* s, float* x, uint32_t P, uint64_t F) {
+// out[p][f] = x[p][f] op s[p] (or s[p] op x[p][f] when reversed).
+void apply_scalar_op(AluOp op, bool reverse, const float* s, const exec::RowsF32& x, const exec::RowsF32& out,
+                     uint32_t P, uint64_t F) {
     exec::with_alu(op, [&](auto f) {
         for (uint32_t p = 0; p < P; ++p) {
-            float* row = x + p * F;
+            const float* in = x.row(p);
+            float* row = out.row(p);
             const float sp = s[p];
             if (reverse) {
-                for (uint64_t i = 0; i < F; ++i) row[i] = f(sp, row[i]);
+                for (uint64_t i = 0; i < F; ++i) row[i] = f(sp, in[i]);
             } else {
-                for (uint64_t i = 0; i < F; ++i) row[i] = f(row[i], sp);
+                for (uint64_t i = 0; i < F; ++i) row[i] = f(in[i], sp);
             }
         }
     });
@@ -30,17 +32,17 @@ void exec_tensor_scalar(CoreMemory& mem, const Instruction& ins) {
     exec::require_same_elems(ins, ins.dst, "dst", ins.src0, "src0");
     const uint32_t P = ins.dst.partitions;
     const uint64_t F = ins.dst.free_elems();
-    float* x = exec::scratch(exec::kScratchA, P * F);
     float* s0 = exec::scratch(exec::kScratchB, P);
     float* s1 = exec::scratch(exec::kScratchC, P);
-    mem.load_f32(ins.src0, x);
+    // Both scalars are read before any result is written (dst may overlap them).
     exec::per_partition_operand(mem, ins, ins.flags & F_S0_AP, ins.src1, "s0 (src1)", ins.imm0, P, s0);
-    apply_scalar_op(ins.alu0, ins.flags & F_REVERSE0, s0, x, P, F);
-    if (ins.alu1 != AluOp::bypass) {
+    if (ins.alu1 != AluOp::bypass)
         exec::per_partition_operand(mem, ins, ins.flags & F_S1_AP, ins.src2, "s1 (src2)", ins.imm1, P, s1);
-        apply_scalar_op(ins.alu1, ins.flags & F_REVERSE1, s1, x, P, F);
-    }
-    mem.store_f32(ins.dst, x);
+    const exec::RowsF32 x = exec::source_rows(mem, ins.src0, exec::kScratchA);
+    const exec::RowsF32 out = exec::dest_rows(mem, ins.dst, exec::kScratchD, {&ins.src0});
+    apply_scalar_op(ins.alu0, ins.flags & F_REVERSE0, s0, x, out, P, F);
+    if (ins.alu1 != AluOp::bypass) apply_scalar_op(ins.alu1, ins.flags & F_REVERSE1, s1, out, out, P, F);
+    exec::commit_rows(mem, ins.dst, out);
 }
 
 }  // namespace trnsim

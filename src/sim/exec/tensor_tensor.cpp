@@ -6,15 +6,20 @@ namespace trnsim {
 void exec_tensor_tensor(CoreMemory& mem, const Instruction& ins) {
     exec::require_same_elems(ins, ins.dst, "dst", ins.src0, "src0");
     exec::require_same_elems(ins, ins.dst, "dst", ins.src1, "src1");
-    const size_t n = ins.dst.elems();
-    float* a = exec::scratch(exec::kScratchA, n);
-    float* b = exec::scratch(exec::kScratchB, n);
-    mem.load_f32(ins.src0, a);
-    mem.load_f32(ins.src1, b);
+    const uint32_t P = ins.dst.partitions;
+    const uint64_t F = ins.dst.free_elems();
+    const exec::RowsF32 a = exec::source_rows(mem, ins.src0, exec::kScratchA);
+    const exec::RowsF32 b = exec::source_rows(mem, ins.src1, exec::kScratchB);
+    const exec::RowsF32 d = exec::dest_rows(mem, ins.dst, exec::kScratchC, {&ins.src0, &ins.src1});
     exec::with_alu(ins.alu0, [&](auto op) {
-        for (size_t e = 0; e < n; ++e) a[e] = op(a[e], b[e]);
+        for (uint32_t p = 0; p < P; ++p) {
+            const float* ra = a.row(p);
+            const float* rb = b.row(p);
+            float* rd = d.row(p);
+            for (uint64_t i = 0; i < F; ++i) rd[i] = op(ra[i], rb[i]);
+        }
     });
-    mem.store_f32(ins.dst, a);
+    exec::commit_rows(mem, ins.dst, d);
 }
 
 }  // namespace trnsim
