@@ -298,20 +298,30 @@ void sdpa_forward(KernelBuilder& kb, const TensorDesc& out, const TensorDesc& ls
                     const int bi = blk ^= 1;
                     const AccessPattern sp = ps_s[bi].region(0, nq, 0, nk);
                     kb.matmul(sp, qT, k_t[hb].region(0, D, k0, nk), false);
+                    // Unmasked blocks take the softmax straight from PSUM: the row max of the raw
+                    // scores (scale > 0 keeps it the max of the scaled ones), then one ScalarE pass
+                    // exp(scale * s - m). Masked blocks are scaled into SBUF and masked first.
+                    const bool masked = mask.t || (causal && k0 + nk - 1 > q0) || !(scale > 0.0f);
                     const AccessPattern ss = s_sb[bi].region(0, nq, 0, nk);
-                    kb.activation(ss, sp, ActFunc::identity, scale);
-                    if (mask.t) apply_mask(kb, dq, mask, mask_tile, b, h, q0, nq, k0, nk, ss);
-                    if (causal && k0 + nk - 1 > q0) causal_mask(kb, ss, q0, k0, kNegInf);
+                    if (masked) {
+                        kb.activation(ss, sp, ActFunc::identity, scale);
+                        if (mask.t) apply_mask(kb, dq, mask, mask_tile, b, h, q0, nq, k0, nk, ss);
+                        if (causal && k0 + nk - 1 > q0) causal_mask(kb, ss, q0, k0, kNegInf);
+                    }
                     // Online softmax statistics.
                     const AccessPattern m_old = m_run[m_next].rows(0, nq);
                     m_next = (m_next + 1) % 3;
                     const AccessPattern m_new = m_run[m_next].rows(0, nq);
-                    kb.tensor_reduce(mx.rows(0, nq), ss, ReduceOp::max);
+                    kb.tensor_reduce(mx.rows(0, nq), masked ? ss : sp, ReduceOp::max);
+                    if (!masked) kb.tensor_scalar(mx.rows(0, nq), mx.rows(0, nq), AluOp::mul, scale);
                     kb.tensor_tensor(m_new, m_old, mx.rows(0, nq), AluOp::max);
                     kb.tensor_scalar(nm, m_new, AluOp::mul, -1.0f, AluOp::bypass, 0.0f, Engine::GpSimd);
                     const AccessPattern ps = p_sb[bi].region(0, nq, 0, nk);
                     const AccessPattern rs = rowsum.rows(0, nq);
-                    kb.activation_ex(ps, ss, ActFunc::exp, 1.0f, nullptr, 0.0f, &nm, ReduceOp::add, &rs);
+                    if (masked)
+                        kb.activation_ex(ps, ss, ActFunc::exp, 1.0f, nullptr, 0.0f, &nm, ReduceOp::add, &rs);
+                    else
+                        kb.activation_ex(ps, sp, ActFunc::exp, scale, nullptr, 0.0f, &nm, ReduceOp::add, &rs);
                     kb.activation_ex(al, m_old, ActFunc::exp, 1.0f, nullptr, 0.0f, &nm);
                     kb.tensor_scalar_ex(l, l, AluOp::mul, 0.0f, &al, AluOp::add, 0.0f, &rs);
                     // P V, with P transposed 128 columns at a time.
