@@ -86,6 +86,25 @@ Tile load_identity(KernelBuilder& kb, HbmArena& hbm) {
     return identity;
 }
 
+// The rmsnorm kernels' g: the [1, n] row loaded onto one partition and broadcast to all P
+// partitions of 'dst' by K=1 matmuls against a ones row, one PSUM bank at a time.
+void broadcast_row(KernelBuilder& kb, const Tile& row, const Tile& ones, const Tile& dst, uint32_t n,
+                   PsumRotation& banks) {
+    for (uint32_t c = 0; c < n; c += kBank) {
+        const AccessPattern bank = banks.take().ap();
+        kb.matmul(bank, ones.ap(), cols(row.ap(), c, kBank), false);
+        kb.tensor_copy(cols(dst.ap(), c, kBank), bank, Engine::Scalar);
+    }
+}
+
+// w [K, N] loaded once into SBUF as (n block, k tile) entries [128, tn] of 'resident'.
+void load_resident(KernelBuilder& kb, const Tile& resident, const HbmTensor& w, uint32_t K, uint32_t N, uint32_t tn) {
+    const uint32_t kt = K / P;
+    for (uint32_t n = 0; n < N / tn; ++n)
+        for (uint32_t k = 0; k < kt; ++k)
+            load(kb, entry(resident, n * kt + k), w.tile(uint64_t(k) * P, P, uint64_t(n) * tn, tn));
+}
+
 }  // namespace
 
 // transpose_matmul_M4096_K2048_N10944: result = lhsT^T @ rhs with lhsT [K, M] and rhs [K, N] given
@@ -280,14 +299,8 @@ std::vector<Program> nkibench_add_rmsnorm_matmul(const ChipConfig& chip) {
     Tile w_all = kb.alloc_sbuf(P, {KT * (N / TN), TN}, F32);   // (k, n) tiles [128, 512]
     PsumRotation tp(kb, 8, P, P), acc(kb, 2, P, kBank);
     load(kb, g_row.ap(), gv.tile(0, 1, 0, K));
-    for (uint32_t c = 0; c < K; c += kBank) {
-        const AccessPattern bank = acc.take().ap();
-        kb.matmul(bank, ones.ap(), cols(g_row.ap(), c, kBank), false);
-        kb.tensor_copy(cols(g_b.ap(), c, kBank), bank, Engine::Scalar);
-    }
-    for (uint32_t n = 0; n < N / TN; ++n)
-        for (uint32_t k = 0; k < KT; ++k)
-            load(kb, entry(w_all, n * KT + k), w.tile(uint64_t(k) * P, P, uint64_t(n) * TN, TN));
+    broadcast_row(kb, g_row, ones, g_b, K, acc);
+    load_resident(kb, w_all, w, K, N, TN);
     Rotation xin(kb, kPrefetch + 1, P, {K}, F32), zin(kb, kPrefetch + 1, P, {K}, F32), a(kb, 2, P, {K}, F32),
         sq(kb, 2, P, {K}, F32), normed(kb, 2, P, {K}, F32), tr(kb, 2 * KT, P, {P}, F32), res(kb, 2, P, {TN}, F32);
     Rotation ssum(kb, 2, P, {1}, F32), mean(kb, 2, P, {1}, F32), rstd(kb, 2, P, {1}, F32);
@@ -346,15 +359,9 @@ std::vector<Program> nkibench_matmul_add_rmsnorm(const ChipConfig& chip) {
     Tile w_all = kb.alloc_sbuf(P, {KT * (N / TN), TN}, F32);   // (n, k) tiles [128, 512]
     PsumRotation tp(kb, 8, P, P), acc(kb, 2, P, kBank);
     load(kb, g_row.ap(), gv.tile(0, 1, 0, N));
-    for (uint32_t c = 0; c < N; c += kBank) {
-        const AccessPattern bank = acc.take().ap();
-        kb.matmul(bank, ones.ap(), cols(g_row.ap(), c, kBank), false);
-        kb.tensor_copy(cols(g_b.ap(), c, kBank), bank, Engine::Scalar);
-    }
+    broadcast_row(kb, g_row, ones, g_b, N, acc);
     kb.release(g_row);   // dead after the broadcast
-    for (uint32_t n = 0; n < N / TN; ++n)
-        for (uint32_t k = 0; k < KT; ++k)
-            load(kb, entry(w_all, n * KT + k), w.tile(uint64_t(k) * P, P, uint64_t(n) * TN, TN));
+    load_resident(kb, w_all, w, K, N, TN);
     Rotation xin(kb, 2, P, {K}, F32), zin(kb, 1, P, {N}, F32), rin(kb, 1, P, {N}, F32), sq(kb, 1, P, {N}, F32),
         tr(kb, KT, P, {P}, F32);
     Rotation ssum(kb, 2, P, {1}, F32), mean(kb, 2, P, {1}, F32), rstd(kb, 2, P, {1}, F32);
