@@ -330,7 +330,9 @@ void sdpa_forward(KernelBuilder& kb, const TensorDesc& out, const TensorDesc& ls
                         const uint32_t w = std::min(kRows, nk - c);
                         const int ti = (c / kRows) & 1;
                         kb.transpose(ps_pt[ti].region(0, w, 0, nq), p_sb[bi].region(0, nq, c, w));
-                        kb.tensor_copy(pt_sb[ti].region(0, w, 0, nq), ps_pt[ti].region(0, w, 0, nq), evac());
+                        // Three of four P^T evacuations on ScalarE: VectorE also carries the row max.
+                        const Engine pt_engine = (c / kRows) % 4 == 3 ? Engine::Vector : Engine::Scalar;
+                        kb.tensor_copy(pt_sb[ti].region(0, w, 0, nq), ps_pt[ti].region(0, w, 0, nq), pt_engine);
                         kb.matmul(pv, pt_sb[ti].region(0, w, 0, nq),
                                   v_nat[hb].region(0, w, ((k0 + c) / kRows) * Dv, Dv), c > 0);
                     }
