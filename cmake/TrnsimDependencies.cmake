@@ -7,26 +7,33 @@
 #   Threads::Threads
 
 find_package(Threads REQUIRED)
-
-# OpenBLAS: prefer pkg-config (Debian ships openblas.pc pointing at the threaded variant),
-# otherwise look for the library and the CBLAS header directly.
 find_package(PkgConfig QUIET)
-if(PkgConfig_FOUND)
-  pkg_check_modules(OPENBLAS QUIET IMPORTED_TARGET openblas)
-endif()
-add_library(trnsim::openblas INTERFACE IMPORTED)
-if(OPENBLAS_FOUND)
-  target_link_libraries(trnsim::openblas INTERFACE PkgConfig::OPENBLAS)
-else()
-  find_library(OPENBLAS_LIBRARY NAMES openblas)
-  find_path(OPENBLAS_CBLAS_INCLUDE_DIR NAMES cblas.h
-            PATH_SUFFIXES openblas openblas-pthread x86_64-linux-gnu x86_64-linux-gnu/openblas-pthread)
-  if(NOT OPENBLAS_LIBRARY OR NOT OPENBLAS_CBLAS_INCLUDE_DIR)
-    message(FATAL_ERROR "OpenBLAS not found: install libopenblas-dev (make deps)")
+
+# trnsim_system_library(<target> <pkg-config module> <library> <header> <Debian package> [suffix...])
+# Defines the interface target from pkg-config when the module is known, otherwise from the
+# library and the header found directly (the header searched under the given path suffixes).
+function(trnsim_system_library target module library header package)
+  add_library(${target} INTERFACE IMPORTED GLOBAL)
+  if(PkgConfig_FOUND)
+    pkg_check_modules(${module}_PC QUIET IMPORTED_TARGET GLOBAL ${module})
   endif()
-  target_link_libraries(trnsim::openblas INTERFACE "${OPENBLAS_LIBRARY}")
-  target_include_directories(trnsim::openblas INTERFACE "${OPENBLAS_CBLAS_INCLUDE_DIR}")
-endif()
+  if(${module}_PC_FOUND)
+    target_link_libraries(${target} INTERFACE PkgConfig::${module}_PC)
+    return()
+  endif()
+  find_library(${module}_LIBRARY NAMES ${library})
+  find_path(${module}_INCLUDE_DIR NAMES ${header} PATH_SUFFIXES ${ARGN})
+  if(NOT ${module}_LIBRARY OR NOT ${module}_INCLUDE_DIR)
+    message(FATAL_ERROR "${library} not found: install ${package} (make deps)")
+  endif()
+  target_link_libraries(${target} INTERFACE "${${module}_LIBRARY}")
+  target_include_directories(${target} INTERFACE "${${module}_INCLUDE_DIR}")
+endfunction()
+
+# OpenBLAS: Debian's openblas.pc points at the threaded variant.
+trnsim_system_library(trnsim::openblas openblas openblas cblas.h libopenblas-dev
+                      openblas openblas-pthread x86_64-linux-gnu x86_64-linux-gnu/openblas-pthread)
+trnsim_system_library(trnsim::sleef sleef sleef sleef.h libsleef-dev x86_64-linux-gnu)
 
 # yaml-cpp 0.7 exports `yaml-cpp`, 0.8 and later `yaml-cpp::yaml-cpp`.
 find_package(yaml-cpp CONFIG REQUIRED)
@@ -35,21 +42,4 @@ if(TARGET yaml-cpp::yaml-cpp)
   target_link_libraries(trnsim::yaml_cpp INTERFACE yaml-cpp::yaml-cpp)
 else()
   target_link_libraries(trnsim::yaml_cpp INTERFACE yaml-cpp)
-endif()
-
-# SLEEF: Debian ships sleef.pc; otherwise look for the library and header directly.
-if(PkgConfig_FOUND)
-  pkg_check_modules(SLEEF QUIET IMPORTED_TARGET sleef)
-endif()
-add_library(trnsim::sleef INTERFACE IMPORTED)
-if(SLEEF_FOUND)
-  target_link_libraries(trnsim::sleef INTERFACE PkgConfig::SLEEF)
-else()
-  find_library(SLEEF_LIBRARY NAMES sleef)
-  find_path(SLEEF_INCLUDE_DIR NAMES sleef.h PATH_SUFFIXES x86_64-linux-gnu)
-  if(NOT SLEEF_LIBRARY OR NOT SLEEF_INCLUDE_DIR)
-    message(FATAL_ERROR "SLEEF not found: install libsleef-dev (make deps)")
-  endif()
-  target_link_libraries(trnsim::sleef INTERFACE "${SLEEF_LIBRARY}")
-  target_include_directories(trnsim::sleef INTERFACE "${SLEEF_INCLUDE_DIR}")
 endif()
