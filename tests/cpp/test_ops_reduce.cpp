@@ -1,6 +1,6 @@
 // Reduction operators run as simulator kernels and match C++ references:
 // sum/mean/max/min over inner, outer, several and all dims (one tile and
-// chunked across tiles), var/std with correction, max/min with first-occurrence
+// chunked across tiles; whole tensors across all partitions), var/std with correction, max/min with first-occurrence
 // indices (NaN included), for f32 and bf16, contiguous and strided inputs.
 #include "ops_test_util.h"
 
@@ -58,6 +58,7 @@ TEST_F(OpsReduce, SumMeanMaxMinOverVariousDims) {
         {{3, 5, 7}, {}, false},     {{130, 257}, {1}, false},  {{130, 257}, {0}, false},
         {{130, 257}, {1}, true},    {{1}, {0}, false},          {{2, 9000}, {1}, false},
         {{300, 4}, {0, 1}, false},  {{6, 5000}, {0}, false},
+        {{70, 129, 3}, {}, false},  {{3, 700001}, {}, false},   // whole-tensor path: a tail, several chunks
     };
     for (DType dt : {DType::f32, DType::bf16}) {
         for (const Case& c : cases) {
@@ -152,19 +153,30 @@ TEST_F(OpsReduce, ColumnReductionsOverLeadingDims) {
     expect_close(get(out), ref, DType::f32, "i32 column sum", 0, 0);
 }
 
+// Simulated time of a reduction of a contiguous f32 tensor (timing-only run).
+static int64_t reduction_ps(const ChipConfig& chip, Reduce op, const std::vector<int64_t>& in_sizes,
+                     const std::vector<int64_t>& dims, const std::vector<int64_t>& out_sizes) {
+    KernelBuilder kb(chip, "reduce", 1ull << 30);
+    ops::reduce(kb, op, TensorDesc::contiguous(1, DType::f32, out_sizes), TensorDesc::contiguous(2, DType::f32, in_sizes),
+                dims);
+    Program prog = kb.finish();
+    NeuronCore timing(chip, ExecMode::TimingOnly, 1ull << 30);
+    const uint64_t args[2] = {64ull << 20, 128ull << 20};
+    return timing.run(prog, nullptr, args, 2).duration_ps();
+}
+
 TEST_F(OpsReduce, ColumnReductionIsFasterThanElementDmas) {
     // sum over dim 0 of [8192, 768] moves whole rows: its simulated time stays within 1.5x of
     // the sum over dim 1 of the same tensor.
-    auto time_of = [&](std::vector<int64_t> dims, std::vector<int64_t> out_sizes) {
-        KernelBuilder kb(chip, "sum", 1ull << 30);
-        ops::reduce(kb, Reduce::sum, TensorDesc::contiguous(1, DType::f32, out_sizes),
-                    TensorDesc::contiguous(2, DType::f32, {8192, 768}), dims);
-        Program prog = kb.finish();
-        NeuronCore timing(chip, ExecMode::TimingOnly, 1ull << 30);
-        const uint64_t args[2] = {64ull << 20, 128ull << 20};
-        return timing.run(prog, nullptr, args, 2).duration_ps();
-    };
-    EXPECT_LT(time_of({0}, {768}), 3 * time_of({1}, {8192}) / 2);
+    EXPECT_LT(reduction_ps(chip, Reduce::sum, {8192, 768}, {0}, {768}),
+              3 * reduction_ps(chip, Reduce::sum, {8192, 768}, {1}, {8192}) / 2);
+}
+
+TEST_F(OpsReduce, WholeTensorReductionUsesAllPartitions) {
+    // the mean of all of [8192, 2048] (a loss) reads 128 partitions at a time: its simulated
+    // time stays within 1.5x of the sum over dim 1, whose 8192 outputs fill the partitions.
+    EXPECT_LT(reduction_ps(chip, Reduce::mean, {8192, 2048}, {0, 1}, {}),
+              3 * reduction_ps(chip, Reduce::sum, {8192, 2048}, {1}, {8192}) / 2);
 }
 
 TEST_F(OpsReduce, RemovedDimsOutputEmptyAndNegativeDims) {

@@ -259,6 +259,75 @@ void column_reduce(KernelBuilder& kb, Reduce op, const TensorDesc& out, const Te
     x_ring.release(kb);
 }
 
+// ------------------------------------------------------------------ whole-tensor reductions
+// A reduction of a whole tensor to one value (the mean of a loss) would put its single output
+// row on one partition. Instead a contiguous input is read as [128, F] chunks (partition p
+// reads a contiguous run), each chunk reduced into one column of a [128, n] partial tile
+// (alternating VectorE and GpSimdE), the columns reduced, and the 128 partial values reduced
+// across partitions through a TensorE transpose into PSUM.
+bool whole_tensor_reduction(const TensorDesc& out, const TensorDesc& in) {
+    return out.numel() == 1 && in.is_contiguous() && in.numel() >= int64_t(kPartitions) * 64;
+}
+
+void reduce_whole_tensor(KernelBuilder& kb, Reduce op, const TensorDesc& out, const TensorDesc& in) {
+    const ReduceOp rop = reduce_op_for(op);
+    const int64_t N = in.numel(), per_partition = N / kPartitions, tail = N % kPartitions;
+    const uint32_t fmax = column_budget(kb.chip(), dtype_size(in.dtype), 3);
+    const int64_t nchunks = ceil_div(per_partition, fmax);
+    const uint32_t F = static_cast<uint32_t>(ceil_div(per_partition, nchunks));
+    const uint32_t ncols = static_cast<uint32_t>(nchunks) + (tail ? 1 : 0);
+    const float identity = rop == ReduceOp::add   ? 0.0f
+                           : rop == ReduceOp::max ? -std::numeric_limits<float>::infinity()
+                                                  : std::numeric_limits<float>::infinity();
+    TileRing x_ring(kb, 3, {F}, in.dtype);
+    const Tile cols = kb.alloc_sbuf(kPartitions, {ncols}, DType::f32);
+    const Tile part = kb.alloc_sbuf(kPartitions, {1}, DType::f32);
+    const Tile ps = kb.alloc_psum(1, kPartitions);
+    const Tile res = kb.alloc_sbuf(1, {1}, DType::f32);
+    const Tile o = kb.alloc_sbuf(1, {1}, out.dtype);
+    DmaQueues queues(kb.chip());
+    auto input = [&](int64_t start, uint32_t P, int64_t pstride, uint32_t n) {
+        Box box;
+        box.offset[1] = in.offset + start;
+        Dim pd, cd;
+        pd.size = P, pd.stride[1] = pstride;
+        cd.size = n, cd.stride[1] = 1;
+        box.dims = {pd, cd};
+        return hbm_ap(box, 1, in);
+    };
+    for (int64_t c = 0; c < nchunks; ++c) {
+        const uint32_t n = static_cast<uint32_t>(std::min<int64_t>(F, per_partition - c * F));
+        const Tile& x = x_ring.next();
+        dma_tile(kb, queues, tile_view(x, kPartitions, n), input(c * F, kPartitions, per_partition, n), false);
+        kb.tensor_reduce(cols.region(0, kPartitions, static_cast<uint32_t>(c), 1), tile_view(x, kPartitions, n), rop,
+                         1, (c & 1) ? Engine::GpSimd : Engine::Vector);
+    }
+    if (tail) {   // the last N % 128 elements, on partition 0; the other partitions hold the identity
+        const uint32_t t = static_cast<uint32_t>(tail), last = ncols - 1;
+        const Tile& x = x_ring.next();
+        kb.memset(cols.region(0, kPartitions, last, 1), identity, Engine::GpSimd);
+        kb.dma_copy(tile_view(x, 1, t), input(per_partition * kPartitions, 1, 0, t), queues.load());
+        kb.tensor_reduce(cols.region(0, 1, last, 1), tile_view(x, 1, t), rop);
+    }
+    kb.tensor_reduce(part.ap(), cols.ap(), rop);
+    kb.transpose(ps.ap(), part.ap());
+    kb.tensor_reduce(res.ap(), ps.ap(), rop);
+    if (op == Reduce::mean) kb.tensor_scalar(o.ap(), res.ap(), AluOp::mul, static_cast<float>(1.0 / double(N)));
+    else kb.tensor_copy(o.ap(), res.ap());
+    Box ob;
+    ob.offset[0] = out.offset;
+    Dim one;
+    one.size = 1;
+    ob.dims = {one, one};
+    kb.dma_copy(hbm_ap(ob, 0, out), o.ap(), queues.store());
+    kb.release(o);
+    kb.release(res);
+    kb.release(ps);
+    kb.release(part);
+    kb.release(cols);
+    x_ring.release(kb);
+}
+
 }  // namespace
 
 void reduce(KernelBuilder& kb, Reduce op, const TensorDesc& out, const TensorDesc& in, std::vector<int64_t> dims) {
@@ -270,6 +339,10 @@ void reduce(KernelBuilder& kb, Reduce op, const TensorDesc& out, const TensorDes
     if (in.numel() == 0) {
         if (op == Reduce::max || op == Reduce::min) fail(name, "max/min of an empty tensor has no identity");
         fill(kb, out, op == Reduce::sum ? 0.0f : std::numeric_limits<float>::quiet_NaN());
+        return;
+    }
+    if (whole_tensor_reduction(out, in)) {
+        reduce_whole_tensor(kb, op, out, in);
         return;
     }
     red.nred = simplify(red.space, true, red.nred);
