@@ -4,6 +4,7 @@
 
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <map>
 #include <memory>
 
@@ -160,7 +161,8 @@ void init_compiler_bindings(py::module_& m) {
     // compiled program's device time. Graphs with eager segments cannot be timed this way.
     // Returns seconds, matmul_flops, hbm_bytes, instructions, peak_flops_bf16, busy seconds
     // per engine ("busy": {"Tensor": s, ..., "DMA": summed over queues}) and, with by_tag,
-    // busy seconds per kernel tag and engine ("by_tag": {tag: {engine: s}}).
+    // busy seconds per kernel tag and engine ("by_tag": {tag: {engine: s, "wall": s}}; wall is the
+    // time during which at least one of the tag's instructions runs).
     sub.def(
         "simulate",
         [](const CompiledGraph& cg, const std::string& chip_name, bool by_tag) {
@@ -197,9 +199,26 @@ void init_compiler_bindings(py::module_& m) {
                         else st.add(seg_stats);
                         first = false;
                         const auto& names = seg.program.tag_names;
-                        for (const InstrRecord& r : records)
-                            tags[r.tag < names.size() ? names[r.tag] : "?"][queue_engine(r.queue)] +=
-                                static_cast<double>(r.end_ps - r.start_ps) * 1e-12;
+                        std::map<std::string, std::vector<std::pair<int64_t, int64_t>>> intervals;
+                        for (const InstrRecord& r : records) {
+                            const std::string& name = r.tag < names.size() ? names[r.tag] : "?";
+                            tags[name][queue_engine(r.queue)] += static_cast<double>(r.end_ps - r.start_ps) * 1e-12;
+                            intervals[name].emplace_back(r.start_ps, r.end_ps);
+                        }
+                        // "wall": the time during which at least one of the tag's instructions runs.
+                        for (auto& [name, iv] : intervals) {
+                            std::sort(iv.begin(), iv.end());
+                            int64_t covered = 0, start = iv.front().first, end = iv.front().second;
+                            for (const auto& [s, e] : iv) {
+                                if (s > end) {
+                                    covered += end - start;
+                                    start = s;
+                                }
+                                end = std::max(end, e);
+                            }
+                            covered += end - start;
+                            tags[name]["wall"] += static_cast<double>(covered) * 1e-12;
+                        }
                     }
                 }
             }
