@@ -242,36 +242,41 @@ void sdpa_forward(KernelBuilder& kb, const TensorDesc& out, const TensorDesc& ls
         k_t[i] = kb.alloc_sbuf(D, {nkt * kRows}, dt);
         v_nat[i] = kb.alloc_sbuf(kRows, {nkt * Dv}, dt);
     }
-    // Per q tile.
-    std::array<Tile, 2> q_rows, q_t, s_sb, p_sb, pt_sb, o_acc, o_out;
-    std::array<Tile, 3> m_run;
-    Tile l_run, mx, neg_m, rowsum, alpha, log_l, lse_t, mask_tile;
+    // Per q tile (double buffered across q tiles).
+    std::array<Tile, 2> q_rows, q_t, o_acc, o_out;
     for (int i = 0; i < 2; ++i) {
         q_rows[i] = kb.alloc_sbuf(kRows, {D}, dt);
         q_t[i] = kb.alloc_sbuf(D, {kRows}, dt);
-        s_sb[i] = kb.alloc_sbuf(kRows, {kScoreCols}, DType::f32);
-        p_sb[i] = kb.alloc_sbuf(kRows, {kScoreCols}, dt);
-        pt_sb[i] = kb.alloc_sbuf(kRows, {kRows}, dt);
         o_acc[i] = kb.alloc_sbuf(kRows, {Dv}, DType::f32);
         o_out[i] = kb.alloc_sbuf(kRows, {Dv}, out.dtype);
     }
-    for (auto& t : m_run) t = kb.alloc_sbuf(kRows, {1}, DType::f32);
-    l_run = kb.alloc_sbuf(kRows, {1}, DType::f32);
-    mx = kb.alloc_sbuf(kRows, {1}, DType::f32);
-    neg_m = kb.alloc_sbuf(kRows, {1}, DType::f32);
-    rowsum = kb.alloc_sbuf(kRows, {1}, DType::f32);
-    alpha = kb.alloc_sbuf(kRows, {1}, DType::f32);
-    log_l = kb.alloc_sbuf(kRows, {1}, DType::f32);
-    lse_t = kb.alloc_sbuf(kRows, {1}, DType::f32);
-    if (mask.t) mask_tile = kb.alloc_sbuf(kRows, {kScoreCols}, mask.t->dtype == DType::boolean ? DType::u8 : DType::f32);
-    std::array<Tile, 2> ps_load, ps_s, ps_pt, ps_pv;
-    for (int i = 0; i < 2; ++i) {
+    // Per score block, a ring as deep as the pipeline (see the block loop).
+    // The running max is kept negated (nm = -m): it is the exp's bias as it stands.
+    constexpr int kRing = 3;
+    constexpr uint32_t kChunks = kScoreCols / kRows;   // 128-column pieces of P, transposed one by one
+    std::array<Tile, kRing> s_sb, p_sb, mx, rowsum, alpha, ps_s, ps_pv;
+    for (int i = 0; i < kRing; ++i) {
+        s_sb[i] = kb.alloc_sbuf(kRows, {kScoreCols}, DType::f32);
+        p_sb[i] = kb.alloc_sbuf(kRows, {kScoreCols}, dt);
+        mx[i] = kb.alloc_sbuf(kRows, {1}, DType::f32);
+        rowsum[i] = kb.alloc_sbuf(kRows, {1}, DType::f32);
+        alpha[i] = kb.alloc_sbuf(kRows, {1}, DType::f32);
         ps_s[i] = kb.alloc_psum(kRows, kScoreCols);
-        ps_load[i] = kb.alloc_psum(kRows, kRows, dt);
-        ps_pt[i] = kb.alloc_psum(kRows, kRows, dt);
         ps_pv[i] = kb.alloc_psum(kRows, Dv);
     }
-    int ps_load_next = 0, blk = 0, qt_next = 0, m_next = 0;
+    std::array<Tile, kRing + 1> nm_run;   // nm of blocks n-1, n, n+1 in flight (see nm_of)
+    for (auto& t : nm_run) t = kb.alloc_sbuf(kRows, {1}, DType::f32);
+    std::array<Tile, 2 * kChunks> pt_sb;   // P^T of two blocks (one being transposed, one multiplied)
+    for (auto& t : pt_sb) t = kb.alloc_sbuf(kRows, {kRows}, dt);
+    std::array<Tile, kChunks> ps_pt;
+    for (auto& t : ps_pt) t = kb.alloc_psum(kRows, kRows, dt);
+    const Tile l_run = kb.alloc_sbuf(kRows, {1}, DType::f32);
+    const Tile log_l = kb.alloc_sbuf(kRows, {1}, DType::f32), lse_t = kb.alloc_sbuf(kRows, {1}, DType::f32);
+    Tile mask_tile;
+    if (mask.t) mask_tile = kb.alloc_sbuf(kRows, {kScoreCols}, mask.t->dtype == DType::boolean ? DType::u8 : DType::f32);
+    std::array<Tile, 2> ps_load;
+    for (auto& t : ps_load) t = kb.alloc_psum(kRows, kRows, dt);
+    int ps_load_next = 0, qt_next = 0;
 
     for (int64_t b = 0; b < s.B; ++b)
         for (int64_t h = 0; h < s.H; ++h) {
@@ -287,65 +292,102 @@ void sdpa_forward(KernelBuilder& kb, const TensorDesc& out, const TensorDesc& ls
                 transpose_into(kb, q_t[qi], 0, q_rows[qi].region(0, nq, 0, D), nq, D, ps_load[ps_load_next ^= 1], evac);
                 const AccessPattern qT = q_t[qi].region(0, D, 0, nq);
                 const AccessPattern oacc = o_acc[qi].region(0, nq, 0, Dv);
-                const AccessPattern l = l_run.rows(0, nq), nm = neg_m.rows(0, nq), al = alpha.rows(0, nq);
-                kb.memset(m_run[m_next].rows(0, nq), kNegInf, Engine::GpSimd);
+                const AccessPattern l = l_run.rows(0, nq);
+                kb.memset(nm_run[0].rows(0, nq), std::numeric_limits<float>::infinity(), Engine::GpSimd);
                 kb.memset(l, 0.0f, Engine::GpSimd);
                 kb.memset(oacc, 0.0f, Engine::GpSimd);
 
+                // Per 512-column score block n, four stages issued as S(n+1), E(n), B(n-1), C(n-2),
+                // so that each engine's in-order queue holds work whose inputs are already there:
+                //   S: scores = Q K^T, the row max, nm(n) = min(nm(n-1), -scale * max);
+                //   E: P = exp(scale * scores + nm) with its row sum, alpha, l = l * alpha + rowsum;
+                //   B: P^T, 128 columns at a time, on the TensorE and out of PSUM;
+                //   C: P V, O = O * alpha + P V.
                 const uint32_t k_end = causal ? std::min(Skv, q0 + nq) : Skv;
-                for (uint32_t k0 = 0; k0 < k_end; k0 += kScoreCols) {
-                    const uint32_t nk = std::min(kScoreCols, Skv - k0);
-                    const int bi = blk ^= 1;
+                const uint32_t nblocks = ceil_div(k_end, kScoreCols);
+                auto block_cols = [&](uint32_t n) { return std::min(kScoreCols, Skv - n * kScoreCols); };
+                // nm of block n lives in slot (n + 1) % 4; slot 0 holds the initial +inf (block -1).
+                auto nm_of = [&](int64_t n) { return nm_run[static_cast<size_t>((n + 1) % (kRing + 1))].rows(0, nq); };
+                auto masked_block = [&](uint32_t n) {
+                    const uint32_t k0 = n * kScoreCols, nk = block_cols(n);
+                    return mask.t || (causal && k0 + nk - 1 > q0) || !(scale > 0.0f);
+                };
+                auto stage_s = [&](uint32_t n) {
+                    const uint32_t k0 = n * kScoreCols, nk = block_cols(n);
+                    const int bi = static_cast<int>(n % kRing);
                     const AccessPattern sp = ps_s[bi].region(0, nq, 0, nk);
                     kb.matmul(sp, qT, k_t[hb].region(0, D, k0, nk), false);
                     // Unmasked blocks take the softmax straight from PSUM: the row max of the raw
                     // scores (scale > 0 keeps it the max of the scaled ones), then one ScalarE pass
-                    // exp(scale * s - m). Masked blocks are scaled into SBUF and masked first.
-                    const bool masked = mask.t || (causal && k0 + nk - 1 > q0) || !(scale > 0.0f);
+                    // exp(scale * s + nm). Masked blocks are scaled into SBUF and masked first.
+                    const bool masked = masked_block(n);
                     const AccessPattern ss = s_sb[bi].region(0, nq, 0, nk);
                     if (masked) {
                         kb.activation(ss, sp, ActFunc::identity, scale);
                         if (mask.t) apply_mask(kb, dq, mask, mask_tile, b, h, q0, nq, k0, nk, ss);
                         if (causal && k0 + nk - 1 > q0) causal_mask(kb, ss, q0, k0, kNegInf);
                     }
-                    // Online softmax statistics.
-                    const AccessPattern m_old = m_run[m_next].rows(0, nq);
-                    m_next = (m_next + 1) % 3;
-                    const AccessPattern m_new = m_run[m_next].rows(0, nq);
-                    kb.tensor_reduce(mx.rows(0, nq), masked ? ss : sp, ReduceOp::max);
-                    if (!masked) kb.tensor_scalar(mx.rows(0, nq), mx.rows(0, nq), AluOp::mul, scale);
-                    kb.tensor_tensor(m_new, m_old, mx.rows(0, nq), AluOp::max);
-                    kb.tensor_scalar(nm, m_new, AluOp::mul, -1.0f, AluOp::bypass, 0.0f, Engine::GpSimd);
-                    const AccessPattern ps = p_sb[bi].region(0, nq, 0, nk);
-                    const AccessPattern rs = rowsum.rows(0, nq);
-                    if (masked)
-                        kb.activation_ex(ps, ss, ActFunc::exp, 1.0f, nullptr, 0.0f, &nm, ReduceOp::add, &rs);
+                    const AccessPattern mb = mx[bi].rows(0, nq), nm_old = nm_of(int64_t(n) - 1);
+                    kb.tensor_reduce(mb, masked ? ss : sp, ReduceOp::max);
+                    kb.tensor_scalar_ex(nm_of(n), mb, AluOp::mul, masked ? -1.0f : -scale, nullptr, AluOp::min, 0.0f,
+                                        &nm_old);
+                };
+                auto stage_e = [&](uint32_t n) {
+                    const uint32_t nk = block_cols(n);
+                    const int bi = static_cast<int>(n % kRing);
+                    const AccessPattern nm = nm_of(n), nm_old = nm_of(int64_t(n) - 1);
+                    const AccessPattern ps = p_sb[bi].region(0, nq, 0, nk), rs = rowsum[bi].rows(0, nq);
+                    if (masked_block(n))
+                        kb.activation_ex(ps, s_sb[bi].region(0, nq, 0, nk), ActFunc::exp, 1.0f, nullptr, 0.0f, &nm,
+                                         ReduceOp::add, &rs);
                     else
-                        kb.activation_ex(ps, sp, ActFunc::exp, scale, nullptr, 0.0f, &nm, ReduceOp::add, &rs);
-                    kb.activation_ex(al, m_old, ActFunc::exp, 1.0f, nullptr, 0.0f, &nm);
-                    kb.tensor_scalar_ex(l, l, AluOp::mul, 0.0f, &al, AluOp::add, 0.0f, &rs);
-                    // P V, with P transposed 128 columns at a time.
-                    const AccessPattern pv = ps_pv[bi].region(0, nq, 0, Dv);
-                    for (uint32_t c = 0; c < nk; c += kRows) {
-                        const uint32_t w = std::min(kRows, nk - c);
-                        const int ti = (c / kRows) & 1;
-                        kb.transpose(ps_pt[ti].region(0, w, 0, nq), p_sb[bi].region(0, nq, c, w));
+                        kb.activation_ex(ps, ps_s[bi].region(0, nq, 0, nk), ActFunc::exp, scale, nullptr, 0.0f, &nm,
+                                         ReduceOp::add, &rs);
+                    // alpha = exp(m_old - m) = e^(nm - nm_old) on the GpSimd, which has the time;
+                    // l = l * alpha + rowsum.
+                    const AccessPattern al = alpha[bi].rows(0, nq);
+                    kb.tensor_scalar_ex(al, nm, AluOp::sub, 0.0f, &nm_old, AluOp::pow, std::exp(1.0f), nullptr,
+                                        F_REVERSE1, Engine::GpSimd);
+                    kb.tensor_scalar_ex(l, l, AluOp::mul, 0.0f, &al, AluOp::add, 0.0f, &rs, 0, Engine::GpSimd);
+                };
+                auto pt_tile = [&](uint32_t n, uint32_t c) { return pt_sb[(n & 1) * kChunks + c]; };
+                auto stage_b = [&](uint32_t n) {
+                    const uint32_t nk = block_cols(n);
+                    for (uint32_t c = 0; c * kRows < nk; ++c) {
+                        const uint32_t w = std::min(kRows, nk - c * kRows);
+                        kb.transpose(ps_pt[c].region(0, w, 0, nq), p_sb[n % kRing].region(0, nq, c * kRows, w));
                         // Three of four P^T evacuations on ScalarE: VectorE also carries the row max.
-                        const Engine pt_engine = (c / kRows) % 4 == 3 ? Engine::Vector : Engine::Scalar;
-                        kb.tensor_copy(pt_sb[ti].region(0, w, 0, nq), ps_pt[ti].region(0, w, 0, nq), pt_engine);
-                        kb.matmul(pv, pt_sb[ti].region(0, w, 0, nq),
-                                  v_nat[hb].region(0, w, ((k0 + c) / kRows) * Dv, Dv), c > 0);
+                        const Engine engine = c % 4 == 3 ? Engine::Vector : Engine::Scalar;
+                        kb.tensor_copy(pt_tile(n, c).region(0, w, 0, nq), ps_pt[c].region(0, w, 0, nq), engine);
                     }
+                };
+                auto stage_c = [&](uint32_t n) {
+                    const uint32_t k0 = n * kScoreCols, nk = block_cols(n);
+                    const int bi = static_cast<int>(n % kRing);
+                    const AccessPattern pv = ps_pv[bi].region(0, nq, 0, Dv);
+                    for (uint32_t c = 0; c * kRows < nk; ++c) {
+                        const uint32_t w = std::min(kRows, nk - c * kRows);
+                        kb.matmul(pv, pt_tile(n, c).region(0, w, 0, nq),
+                                  v_nat[hb].region(0, w, (k0 / kRows + c) * Dv, Dv), c > 0);
+                    }
+                    const AccessPattern al = alpha[bi].rows(0, nq);
                     kb.tensor_scalar_ex(oacc, oacc, AluOp::mul, 0.0f, &al, AluOp::bypass, 0.0f, nullptr, 0,
                                         Engine::GpSimd);
                     kb.tensor_tensor(oacc, oacc, pv, AluOp::add);
+                };
+                stage_s(0);
+                for (uint32_t n = 0; n < nblocks + 2; ++n) {
+                    if (n + 1 < nblocks) stage_s(n + 1);
+                    if (n < nblocks) stage_e(n);
+                    if (n >= 1 && n <= nblocks) stage_b(n - 1);
+                    if (n >= 2) stage_c(n - 2);
                 }
-                // out = O / l, lse = m + log(l)
+                // out = O / l, lse = m + log(l) = log(l) - nm
                 const AccessPattern ot = o_out[qi].region(0, nq, 0, Dv);
                 kb.tensor_scalar_ex(ot, oacc, AluOp::div, 0.0f, &l, AluOp::bypass, 0.0f, nullptr);
                 kb.dma_copy(O.rows(b, h, q0, nq), ot, dq.store());
                 kb.activation(log_l.rows(0, nq), l, ActFunc::log);
-                kb.tensor_tensor(lse_t.rows(0, nq), log_l.rows(0, nq), m_run[m_next].rows(0, nq), AluOp::add);
+                kb.tensor_tensor(lse_t.rows(0, nq), log_l.rows(0, nq), nm_of(int64_t(nblocks) - 1), AluOp::sub);
                 kb.dma_copy(lse_rows(lse, b, h, q0, nq), lse_t.rows(0, nq), dq.store());
             }
         }
@@ -388,14 +430,19 @@ void sdpa_backward(KernelBuilder& kb, const TensorDesc& dq, const TensorDesc& dk
     const Tile neg_lse = kb.alloc_sbuf(kRows, {nqt}, DType::f32), di = kb.alloc_sbuf(kRows, {nqt}, DType::f32);
     const Tile dq_acc = kb.alloc_sbuf(kRows, {nqt * D}, DType::f32);
     const Tile prod = kb.alloc_sbuf(kRows, {Dv}, DType::f32);
-    std::array<Tile, 2> p_f32, p_mm, ds_f32, ds_mm, dst_sb, s_sb, dk_out, dv_out, dq_out;
-    for (int i = 0; i < 2; ++i) {
+    // Per (q tile, kv tile) block, rings as deep as the pipeline (see the block loop).
+    constexpr int kRing = 3;
+    std::array<Tile, kRing> p_f32, p_mm, ds_f32, ds_mm, dst_sb, s_sb;
+    for (int i = 0; i < kRing; ++i) {
         p_f32[i] = kb.alloc_sbuf(kRows, {kRows}, DType::f32);
         p_mm[i] = kb.alloc_sbuf(kRows, {kRows}, dt);
         ds_f32[i] = kb.alloc_sbuf(kRows, {kRows}, DType::f32);
         ds_mm[i] = kb.alloc_sbuf(kRows, {kRows}, dt);
         dst_sb[i] = kb.alloc_sbuf(kRows, {kRows}, dt);
         if (mask.t) s_sb[i] = kb.alloc_sbuf(kRows, {kRows}, DType::f32);
+    }
+    std::array<Tile, 2> dk_out, dv_out, dq_out;
+    for (int i = 0; i < 2; ++i) {
         dk_out[i] = kb.alloc_sbuf(kRows, {D}, dk.dtype);
         dv_out[i] = kb.alloc_sbuf(kRows, {Dv}, dv.dtype);
         dq_out[i] = kb.alloc_sbuf(kRows, {D}, dq.dtype);
@@ -412,7 +459,7 @@ void sdpa_backward(KernelBuilder& kb, const TensorDesc& dq, const TensorDesc& dk
         ps_dk[i] = kb.alloc_psum(kRows, D);
         ps_dv[i] = kb.alloc_psum(kRows, Dv);
     }
-    int ps_load_next = 0, it = 0, jt = 0;
+    int ps_load_next = 0, jt = 0, dst_next = 0;
 
     for (int64_t b = 0; b < s.B; ++b)
         for (int64_t h = 0; h < s.H; ++h) {
@@ -425,7 +472,7 @@ void sdpa_backward(KernelBuilder& kb, const TensorDesc& dq, const TensorDesc& dk
             transpose_all(kb, do_nat, Sq, Dv, do_t, ps_load, ps_load_next, evac);
             transpose_all(kb, k_nat, Skv, D, k_t, ps_load, ps_load_next, evac);
             transpose_all(kb, v_nat, Skv, Dv, v_t, ps_load, ps_load_next, evac);
-            // -lse and Di = rowsum(dO * O) per q row; dQ accumulator cleared.
+            // -lse and -scale * Di = -scale * rowsum(dO * O) per q row; dQ accumulator cleared.
             for (uint32_t t = 0; t < nqt; ++t) {
                 const uint32_t nq = std::min(kRows, Sq - t * kRows);
                 const AccessPattern nl = neg_lse.region(0, nq, t, 1);
@@ -434,6 +481,8 @@ void sdpa_backward(KernelBuilder& kb, const TensorDesc& dq, const TensorDesc& dk
                 kb.tensor_tensor(prod.region(0, nq, 0, Dv), tile_rows(do_nat, t, nq, Dv), tile_rows(o_nat, t, nq, Dv),
                                  AluOp::mul, Engine::GpSimd);
                 kb.tensor_reduce(di.region(0, nq, t, 1), prod.region(0, nq, 0, Dv), ReduceOp::add);
+                kb.tensor_scalar(di.region(0, nq, t, 1), di.region(0, nq, t, 1), AluOp::mul, -scale, AluOp::bypass, 0.0f,
+                                 Engine::GpSimd);
             }
             kb.memset(dq_acc.ap(), 0.0f, Engine::GpSimd);
 
@@ -441,18 +490,31 @@ void sdpa_backward(KernelBuilder& kb, const TensorDesc& dq, const TensorDesc& dk
                 const uint32_t k0 = j * kRows, nk = std::min(kRows, Skv - k0);
                 const int jb = jt ^= 1;
                 const AccessPattern dvp = ps_dv[jb].region(0, nk, 0, Dv), dkp = ps_dk[jb].region(0, nk, 0, D);
-                bool first = true;
-                for (uint32_t i = 0; i < nqt; ++i) {
-                    const uint32_t q0 = i * kRows, nq = std::min(kRows, Sq - q0);
-                    if (causal && k0 > q0 + nq - 1) continue;
-                    const int ib = it ^= 1;
-                    const AccessPattern sp = ps_s[ib].region(0, nq, 0, nk);
-                    kb.matmul(sp, q_t.region(0, D, q0, nq), k_t.region(0, D, k0, nk), false);
-                    // P = exp(scale * S (+ mask) - lse)
-                    const AccessPattern pf = p_f32[ib].region(0, nq, 0, nk);
-                    const AccessPattern nl = neg_lse.region(0, nq, i, 1);
+                std::vector<uint32_t> tiles;   // q tiles that attend to these keys
+                for (uint32_t i = 0; i < nqt; ++i)
+                    if (!(causal && k0 > i * kRows + std::min(kRows, Sq - i * kRows) - 1)) tiles.push_back(i);
+                auto rows_of = [&](uint32_t i) { return std::min(kRows, Sq - i * kRows); };
+                // Per block n (q tile tiles[n]), five stages issued as M(n+1), E(n), D(n), B(n-1),
+                // C(n-2), so that each engine's in-order queue holds work whose inputs are there:
+                //   M: S = Q K^T and dP = dO V^T (TensorE);
+                //   E: P = exp(scale * S - lse) and dS' = scale * (dP - Di) out of PSUM (ScalarE);
+                //   D: P cast for the TensorE (VectorE) and dS = P * dS' (GpSimd);
+                //   B: dV += P^T dO, dK += dS^T Q, dS^T on the TensorE, out of PSUM;
+                //   C: dQ += dS K, accumulated in SBUF.
+                auto stage_m = [&](size_t n) {
+                    const uint32_t i = tiles[n], q0 = i * kRows, nq = rows_of(i);
+                    const int r = static_cast<int>(n % 2);
+                    kb.matmul(ps_s[r].region(0, nq, 0, nk), q_t.region(0, D, q0, nq), k_t.region(0, D, k0, nk), false);
+                    kb.matmul(ps_dp[r].region(0, nq, 0, nk), do_t.region(0, Dv, q0, nq), v_t.region(0, Dv, k0, nk),
+                              false);
+                };
+                auto stage_e = [&](size_t n) {
+                    const uint32_t i = tiles[n], q0 = i * kRows, nq = rows_of(i);
+                    const int r = static_cast<int>(n % 2), ri = static_cast<int>(n % kRing);
+                    const AccessPattern sp = ps_s[r].region(0, nq, 0, nk), pf = p_f32[ri].region(0, nq, 0, nk);
+                    const AccessPattern nl = neg_lse.region(0, nq, i, 1), ndi = di.region(0, nq, i, 1);
                     if (mask.t) {
-                        const AccessPattern ss = s_sb[ib].region(0, nq, 0, nk);
+                        const AccessPattern ss = s_sb[ri].region(0, nq, 0, nk);
                         kb.activation(ss, sp, ActFunc::identity, scale);
                         apply_mask(kb, dmaq, mask, mask_tile, b, h, q0, nq, k0, nk, ss);
                         kb.activation_ex(pf, ss, ActFunc::exp, 1.0f, nullptr, 0.0f, &nl);
@@ -460,35 +522,53 @@ void sdpa_backward(KernelBuilder& kb, const TensorDesc& dq, const TensorDesc& dk
                         kb.activation_ex(pf, sp, ActFunc::exp, scale, nullptr, 0.0f, &nl);
                     }
                     if (causal && k0 + nk - 1 > q0) causal_mask(kb, pf, q0, k0, 0.0f);
-                    AccessPattern pm = pf;
-                    if (dt != DType::f32) {
-                        pm = p_mm[ib].region(0, nq, 0, nk);
-                        kb.tensor_copy(pm, pf, Engine::GpSimd);
-                    }
-                    // dV += P^T dO
-                    kb.matmul(dvp, pm, tile_rows(do_nat, i, nq, Dv), !first);
-                    // dP = dO V^T;  dS = scale * P * (dP - Di)
-                    const AccessPattern dpp = ps_dp[ib].region(0, nq, 0, nk);
-                    kb.matmul(dpp, do_t.region(0, Dv, q0, nq), v_t.region(0, Dv, k0, nk), false);
-                    const AccessPattern dsf = ds_f32[ib].region(0, nq, 0, nk);
-                    const AccessPattern dI = di.region(0, nq, i, 1);
-                    kb.tensor_scalar_ex(dsf, dpp, AluOp::sub, 0.0f, &dI, AluOp::mul, scale, nullptr);
-                    const AccessPattern dsm = ds_mm[ib].region(0, nq, 0, nk);
-                    kb.tensor_tensor(dsm, dsf, pf, AluOp::mul);
-                    // dK += dS^T Q
-                    kb.matmul(dkp, dsm, tile_rows(q_nat, i, nq, D), !first);
-                    // dQ += dS K  (dS transposed on the TensorE)
-                    kb.transpose(ps_dst[ib].region(0, nk, 0, nq), dsm);
-                    const AccessPattern dst = dst_sb[ib].region(0, nk, 0, nq);
-                    kb.tensor_copy(dst, ps_dst[ib].region(0, nk, 0, nq), evac());
-                    const AccessPattern dqp = ps_dq[ib].region(0, nq, 0, D);
-                    kb.matmul(dqp, dst, tile_rows(k_nat, j, nk, D), false);
+                    kb.activation_ex(ds_f32[ri].region(0, nq, 0, nk), ps_dp[r].region(0, nq, 0, nk), ActFunc::identity,
+                                     scale, nullptr, 0.0f, &ndi);
+                };
+                auto p_for_matmul = [&](size_t n) {
+                    const uint32_t nq = rows_of(tiles[n]);
+                    const int ri = static_cast<int>(n % kRing);
+                    return dt == DType::f32 ? p_f32[ri].region(0, nq, 0, nk) : p_mm[ri].region(0, nq, 0, nk);
+                };
+                auto stage_d = [&](size_t n) {
+                    const uint32_t nq = rows_of(tiles[n]);
+                    const int ri = static_cast<int>(n % kRing);
+                    const AccessPattern pf = p_f32[ri].region(0, nq, 0, nk);
+                    if (dt != DType::f32) kb.tensor_copy(p_mm[ri].region(0, nq, 0, nk), pf, Engine::Vector);
+                    kb.tensor_tensor(ds_mm[ri].region(0, nq, 0, nk), ds_f32[ri].region(0, nq, 0, nk), pf, AluOp::mul,
+                                     Engine::GpSimd);
+                };
+                auto stage_b = [&](size_t n) {
+                    const uint32_t i = tiles[n], nq = rows_of(i);
+                    const int ri = static_cast<int>(n % kRing);
+                    const AccessPattern dsm = ds_mm[ri].region(0, nq, 0, nk);
+                    kb.matmul(dvp, p_for_matmul(n), tile_rows(do_nat, i, nq, Dv), n > 0);
+                    kb.matmul(dkp, dsm, tile_rows(q_nat, i, nq, D), n > 0);
+                    const Tile& ps = ps_dst[dst_next ^= 1];
+                    kb.transpose(ps.region(0, nk, 0, nq), dsm);
+                    kb.tensor_copy(dst_sb[ri].region(0, nk, 0, nq), ps.region(0, nk, 0, nq), Engine::Vector);
+                };
+                auto stage_c = [&](size_t n) {
+                    const uint32_t i = tiles[n], nq = rows_of(i);
+                    const int ri = static_cast<int>(n % kRing);
+                    const AccessPattern dqp = ps_dq[n % 2].region(0, nq, 0, D);
+                    kb.matmul(dqp, dst_sb[ri].region(0, nk, 0, nq), tile_rows(k_nat, j, nk, D), false);
                     const AccessPattern acc = dq_acc.region(0, nq, i * D, D);
                     kb.tensor_tensor(acc, acc, dqp, AluOp::add);
-                    first = false;
+                };
+                const size_t nblocks = tiles.size();
+                if (nblocks) stage_m(0);
+                for (size_t n = 0; n < nblocks + 2; ++n) {
+                    if (n + 1 < nblocks) stage_m(n + 1);
+                    if (n < nblocks) {
+                        stage_e(n);
+                        stage_d(n);
+                    }
+                    if (n >= 1 && n <= nblocks) stage_b(n - 1);
+                    if (n >= 2) stage_c(n - 2);
                 }
                 const AccessPattern dko = dk_out[jb].region(0, nk, 0, D), dvo = dv_out[jb].region(0, nk, 0, Dv);
-                if (first) {   // no query attends to these keys
+                if (tiles.empty()) {   // no query attends to these keys
                     kb.memset(dko, 0.0f);
                     kb.memset(dvo, 0.0f);
                 } else {
