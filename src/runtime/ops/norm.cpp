@@ -18,6 +18,11 @@ using namespace detail;
 
 namespace {
 
+// Normalized rows at least this long are laid one per partition by the forward, which then
+// splits its work across VectorE, ScalarE and GpSimdE (shorter rows are grouped G to a
+// partition and normalized on the VectorE, fewer instructions).
+constexpr uint32_t kEngineSplitRow = 512;
+
 AccessPattern chunk_view(const Tile& t, uint32_t P, uint32_t G, uint32_t R) { return tile_view(t, P, {G, R}, {R, 1}); }
 AccessPattern group_bcast(const Tile& t, uint32_t P, uint32_t G, uint32_t R) { return tile_view(t, P, {G, R}, {1, 0}); }
 // A [128, D] row tile broadcast to [P, G, D] (same row for every group).
@@ -437,7 +442,10 @@ void norm_forward(KernelBuilder& kb, const std::string& name, bool rms, const Te
         return;
     }
     const uint32_t D = static_cast<uint32_t>(rs.D);
-    const std::vector<RowTile> tiles = plan_rows(rs.space, rs.nred, fmax);
+    // Rows of at least kEngineSplitRow elements go one per partition, so that the per-row
+    // statistics are per-partition scalars and the work splits across engines (see below).
+    const bool one_row_per_partition = D >= kEngineSplitRow;
+    const std::vector<RowTile> tiles = plan_rows(rs.space, rs.nred, one_row_per_partition ? D : fmax);
     uint32_t F = 1, G = 1;
     for (const RowTile& t : tiles) F = std::max(F, t.G * D), G = std::max(G, t.G);
 
@@ -457,6 +465,7 @@ void norm_forward(KernelBuilder& kb, const std::string& name, bool rms, const Te
     TileRing o_ring(kb, 2, {F}, out.dtype);
     TileRing m_ring(kb, 2, {G}, DType::f32);
     TileRing r_ring(kb, 2, {G}, DType::f32);
+    TileRing m_neg_ring(kb, 2, {1}, DType::f32), bias_ring(kb, 2, {1}, DType::f32);
 
     for (const RowTile& t : tiles) {
         const uint32_t P = t.P, Gt = t.G;
@@ -466,6 +475,34 @@ void norm_forward(KernelBuilder& kb, const std::string& name, bool rms, const Te
         const Tile& m = m_ring.next();
         const Tile& r = r_ring.next();
         const AccessPattern mv = tile_view(m, P, Gt), rv = tile_view(r, P, Gt);
+        if (Gt == 1 && one_row_per_partition) {
+            // One row per partition: VectorE sums the row; ScalarE squares (x - mean) with the
+            // sum as a side result and writes xhat = x * rstd - mean * rstd in one pass each;
+            // weight on the VectorE, bias on the GpSimdE. About a quarter of the all-VectorE
+            // sequence's VectorE time.
+            const AccessPattern nmv = tile_view(m_neg_ring.next(), P, 1), nb = tile_view(bias_ring.next(), P, 1);
+            if (!rms) {
+                kb.tensor_reduce(mv, xv, ReduceOp::add);
+                kb.tensor_scalar(mv, mv, AluOp::mul, 1.0f / static_cast<float>(D), AluOp::bypass, 0.0f, Engine::GpSimd);
+                kb.tensor_scalar(nmv, mv, AluOp::mul, -1.0f, AluOp::bypass, 0.0f, Engine::GpSimd);
+            }
+            kb.activation_ex(qv, xv, ActFunc::square, 1.0f, nullptr, 0.0f, rms ? nullptr : &nmv, ReduceOp::add, &rv);
+            kb.activation(rv, rv, ActFunc::rsqrt, 1.0f / static_cast<float>(D), eps);
+            const AccessPattern o = chunk_view(o_ring.next(), P, Gt, D);
+            const bool more_after_scale = weight || bias;
+            if (rms) {
+                kb.activation_ex(more_after_scale ? cv : o, xv, ActFunc::identity, 1.0f, &rv, 0.0f, nullptr);
+            } else {
+                kb.tensor_tensor(nb, nmv, rv, AluOp::mul, Engine::GpSimd);
+                kb.activation_ex(more_after_scale ? cv : o, xv, ActFunc::identity, 1.0f, &rv, 0.0f, &nb);
+            }
+            if (weight) kb.tensor_tensor(bias ? cv : o, cv, row_bcast(w_tile, P, Gt, D), AluOp::mul);
+            if (bias) kb.tensor_tensor(o, cv, row_bcast(b_tile, P, Gt, D), AluOp::add, Engine::GpSimd);
+            dma_tile(kb, queues, hbm_ap(t.chunks[0], 0, out), o, true);
+            if (mean && !rms) dma_tile(kb, queues, hbm_ap(t.kept, 2, *mean), mv, true);
+            if (rstd) dma_tile(kb, queues, hbm_ap(t.kept, 3, *rstd), rv, true);
+            continue;
+        }
         AccessPattern centered = xv;
         if (!rms) {
             kb.tensor_reduce(mv, xv, ReduceOp::add);
@@ -486,6 +523,8 @@ void norm_forward(KernelBuilder& kb, const std::string& name, bool rms, const Te
         if (mean && !rms) dma_tile(kb, queues, hbm_ap(t.kept, 2, *mean), mv, true);
         if (rstd) dma_tile(kb, queues, hbm_ap(t.kept, 3, *rstd), rv, true);
     }
+    bias_ring.release(kb);
+    m_neg_ring.release(kb);
     r_ring.release(kb);
     m_ring.release(kb);
     o_ring.release(kb);
@@ -712,7 +751,9 @@ void norm_backward(KernelBuilder& kb, const std::string& name, bool rms, const T
                               normalized_ndim);
         return;
     }
-    const std::vector<RowTile> tiles = plan_rows(rs.space, rs.nred, fmax);
+    // As in the forward, when two rows' work tiles fit (they are double buffered then).
+    const bool one_row_per_partition = D >= kEngineSplitRow && fmax >= 2 * D;
+    const std::vector<RowTile> tiles = plan_rows(rs.space, rs.nred, one_row_per_partition ? D : fmax);
     uint32_t F = 1, G = 1;
     for (const RowTile& t : tiles) F = std::max(F, t.G * D), G = std::max(G, t.G);
 
@@ -731,21 +772,29 @@ void norm_backward(KernelBuilder& kb, const std::string& name, bool rms, const T
     }
     TileRing g_ring(kb, 2, {F}, grad_out.dtype);
     TileRing x_ring(kb, 2, {F}, in.dtype);
-    const Tile xhat = kb.alloc_sbuf(kPartitions, {F}, DType::f32);
-    const Tile gw = kb.alloc_sbuf(kPartitions, {F}, DType::f32);
-    const Tile tmp = kb.alloc_sbuf(kPartitions, {F}, DType::f32);
+    // One row per partition: the work tiles are double buffered so that row tiles overlap.
+    const int depth = one_row_per_partition ? 2 : 1;
+    TileRing xhat_ring(kb, depth, {F}, DType::f32), gw_ring(kb, depth, {F}, DType::f32),
+        tmp_ring(kb, depth, {F}, DType::f32);
+    // Fast path only: g * xhat for grad_weight, and the ScalarE row sum's discarded output.
+    TileRing prod_ring;
+    Tile discard;
+    if (one_row_per_partition) {
+        prod_ring = TileRing(kb, depth, {F}, DType::f32);
+        discard = kb.alloc_sbuf(kPartitions, {F}, DType::bf16);
+    }
     TileRing o_ring;
-    if (grad_in) o_ring = TileRing(kb, 1, {F}, grad_in->dtype);
-    const Tile m = kb.alloc_sbuf(kPartitions, {G}, DType::f32);
-    const Tile r = kb.alloc_sbuf(kPartitions, {G}, DType::f32);
-    const Tile a = kb.alloc_sbuf(kPartitions, {G}, DType::f32);
-    const Tile b = kb.alloc_sbuf(kPartitions, {G}, DType::f32);
+    if (grad_in) o_ring = TileRing(kb, depth, {F}, grad_in->dtype);
+    TileRing m_ring(kb, depth, {G}, DType::f32), r_ring(kb, depth, {G}, DType::f32), a_ring(kb, depth, {G}, DType::f32),
+        b_ring(kb, depth, {G}, DType::f32);
     const float inv_d = 1.0f / static_cast<float>(D);
 
     for (const RowTile& t : tiles) {
         const uint32_t P = t.P, Gt = t.G;
         const Tile& g = g_ring.next();
         const Tile& x = x_ring.next();
+        const Tile &xhat = xhat_ring.next(), &gw = gw_ring.next(), &tmp = tmp_ring.next();
+        const Tile &m = m_ring.next(), &r = r_ring.next(), &a = a_ring.next(), &b = b_ring.next();
         dma_tile(kb, queues, tile_view(g, P, Gt * D), hbm_ap(t.chunks[0], 1, grad_out), false);
         dma_tile(kb, queues, tile_view(x, P, Gt * D), hbm_ap(t.chunks[0], 2, in), false);
         const AccessPattern mv = tile_view(m, P, Gt), rv = tile_view(r, P, Gt);
@@ -753,6 +802,45 @@ void norm_backward(KernelBuilder& kb, const std::string& name, bool rms, const T
         dma_tile(kb, queues, rv, hbm_ap(t.kept, 4, rstd), false);
         const AccessPattern gv = chunk_view(g, P, Gt, D), xv = chunk_view(x, P, Gt, D);
         const AccessPattern hv = chunk_view(xhat, P, Gt, D), wv = chunk_view(gw, P, Gt, D), tv = chunk_view(tmp, P, Gt, D);
+        if (Gt == 1 && one_row_per_partition) {
+            // One row per partition: the per-row values are per-partition scalars, so ScalarE
+            // takes the scalings (xhat, the row sum of gw, the final combination), GpSimdE the
+            // weight product and the parameter-gradient accumulators, VectorE the products
+            // with xhat. dx = rstd * (gw - xhat * mean(gw * xhat) - mean(gw)).
+            const AccessPattern av = tile_view(a, P, 1), bv = tile_view(b, P, 1);
+            if (rms) {
+                kb.activation_ex(hv, xv, ActFunc::identity, 1.0f, &rv, 0.0f, nullptr);
+            } else {   // xhat = x * rstd + (-mean * rstd)
+                kb.tensor_scalar_ex(bv, mv, AluOp::mul, -1.0f, nullptr, AluOp::mul, 0.0f, &rv, 0, Engine::GpSimd);
+                kb.activation_ex(hv, xv, ActFunc::identity, 1.0f, &rv, 0.0f, &bv);
+            }
+            if (grad_bias) kb.tensor_tensor(db_acc.rows(0, P), db_acc.rows(0, P), gv, AluOp::add, Engine::GpSimd);
+            if (grad_weight) {
+                const AccessPattern pv = chunk_view(prod_ring.next(), P, Gt, D);
+                kb.tensor_tensor(pv, gv, hv, AluOp::mul);
+                kb.tensor_tensor(dw_acc.rows(0, P), dw_acc.rows(0, P), pv, AluOp::add, Engine::GpSimd);
+            }
+            if (!grad_in) continue;
+            const AccessPattern gwv = weight ? wv : gv;
+            if (weight) kb.tensor_tensor(wv, gv, row_bcast(w_tile, P, 1, D), AluOp::mul, Engine::GpSimd);
+            // b = -mean(gw * xhat), a = -mean(gw) (negated: they are the next pass's scale and bias)
+            kb.tensor_tensor(tv, gwv, hv, AluOp::mul);
+            kb.tensor_reduce(bv, tv, ReduceOp::add);
+            kb.tensor_scalar(bv, bv, AluOp::mul, -inv_d, AluOp::bypass, 0.0f, Engine::GpSimd);
+            if (rms) {
+                kb.memset(av, 0.0f, Engine::GpSimd);
+            } else {
+                kb.activation_ex(chunk_view(discard, P, Gt, D), gwv, ActFunc::identity, 1.0f, nullptr, 0.0f, nullptr,
+                                 ReduceOp::add, &av);
+                kb.tensor_scalar(av, av, AluOp::mul, -inv_d, AluOp::bypass, 0.0f, Engine::GpSimd);
+            }
+            kb.activation_ex(tv, hv, ActFunc::identity, 1.0f, &bv, 0.0f, &av);   // xhat * b + a
+            kb.tensor_tensor(tv, gwv, tv, AluOp::add);
+            const AccessPattern o = chunk_view(o_ring.next(), P, Gt, D);
+            kb.activation_ex(o, tv, ActFunc::identity, 1.0f, &rv, 0.0f, nullptr);
+            dma_tile(kb, queues, hbm_ap(t.chunks[0], 0, *grad_in), o, true);
+            continue;
+        }
         if (rms) {
             kb.tensor_tensor(hv, xv, group_bcast(r, P, Gt, D), AluOp::mul);
         } else {
@@ -782,14 +870,18 @@ void norm_backward(KernelBuilder& kb, const std::string& name, bool rms, const T
         kb.tensor_tensor(o, tv, group_bcast(r, P, Gt, D), AluOp::mul);
         dma_tile(kb, queues, hbm_ap(t.chunks[0], 0, *grad_in), o, true);
     }
-    kb.release(b);
-    kb.release(a);
-    kb.release(r);
-    kb.release(m);
+    b_ring.release(kb);
+    a_ring.release(kb);
+    r_ring.release(kb);
+    m_ring.release(kb);
     if (grad_in) o_ring.release(kb);
-    kb.release(tmp);
-    kb.release(gw);
-    kb.release(xhat);
+    if (one_row_per_partition) {
+        kb.release(discard);
+        prod_ring.release(kb);
+    }
+    tmp_ring.release(kb);
+    gw_ring.release(kb);
+    xhat_ring.release(kb);
     x_ring.release(kb);
     g_ring.release(kb);
     if (grad_bias) store_partition_sum(kb, db_acc, D, *grad_bias, queues);
