@@ -50,9 +50,9 @@ struct Heads {
         ap.stride[0] = t->strides[3];
         return ap;
     }
-    // Full 128-row tiles [0, ntiles*128) laid out [128 partitions][ntiles][E] in one DMA.
-    AccessPattern tiles(int64_t b, int64_t h, uint32_t ntiles) const {
-        AccessPattern ap = rows(b, h, 0, kRows);
+    // Full 128-row tiles [t0*128, (t0+ntiles)*128) laid out [128 partitions][ntiles][E].
+    AccessPattern tiles(int64_t b, int64_t h, uint32_t t0, uint32_t ntiles) const {
+        AccessPattern ap = rows(b, h, t0 * kRows, kRows);
         ap.ndim = 2;
         ap.size = {ntiles, static_cast<uint32_t>(t->sizes[3]), 1, 1};
         ap.stride = {int64_t(kRows) * t->strides[2], t->strides[3], 0, 0};
@@ -153,17 +153,21 @@ AccessPattern tile_rows(const Tile& t, uint32_t tile, uint32_t rows, uint32_t E)
     return t.region(0, rows, tile * E, E);
 }
 
-// Loads all rows of one head into a natural tile [128][ntiles][E] (a DMA for the full tiles and
-// one for the ragged rest).
+// Loads all rows of one head into a natural tile [128][ntiles][E]: the full tiles in DMAs of up
+// to kTilesPerLoad tiles on successive queues (one queue alone moves a fraction of the core's
+// bandwidth), and one DMA for the ragged rest.
+constexpr uint32_t kTilesPerLoad = 4;
 void load_natural(KernelBuilder& kb, detail::DmaQueues& q, const Heads& src, int64_t b, int64_t h, uint32_t S,
                   const Tile& dst) {
     const uint32_t E = static_cast<uint32_t>(src.t->sizes[3]), full = S / kRows, rest = S % kRows;
-    if (full) {
+    for (uint32_t t0 = 0; t0 < full; t0 += kTilesPerLoad) {
+        const uint32_t n = std::min(kTilesPerLoad, full - t0);
         AccessPattern d = dst.rows(0, kRows);
+        d.offset += static_cast<uint64_t>(t0) * E * dtype_size(dst.dtype);
         d.ndim = 1;
-        d.size = {full * E, 1, 1, 1};
+        d.size = {n * E, 1, 1, 1};
         d.stride = {1, 0, 0, 0};
-        kb.dma_copy(d, src.tiles(b, h, full), q.load());
+        kb.dma_copy(d, src.tiles(b, h, t0, n), q.load());
     }
     if (rest) kb.dma_copy(tile_rows(dst, full, rest, E), src.rows(b, h, full * kRows, rest), q.load());
 }
@@ -413,10 +417,10 @@ void sdpa_backward(KernelBuilder& kb, const TensorDesc& dq, const TensorDesc& dk
     const uint32_t D = static_cast<uint32_t>(s.D), Dv = static_cast<uint32_t>(s.Dv);
     const uint32_t nqt = ceil_div(Sq, kRows), nkt = ceil_div(Skv, kRows);
     const uint64_t es = dtype_size(dt);
-    check_sbuf(op, kb,
-               es * (2 * uint64_t(nqt) * kRows + 2 * uint64_t(nkt) * kRows) +            // q^T, dO^T, k^T, v^T
-                   es * (uint64_t(nqt) * (D + 2 * Dv) + uint64_t(nkt) * (D + Dv)) +        // naturals
-                   4 * uint64_t(nqt) * (D + 2));                                           // dQ acc, lse, Di
+    const uint64_t head_bytes = es * (2 * uint64_t(nqt) * kRows + 2 * uint64_t(nkt) * kRows) +   // q^T, dO^T, k^T, v^T
+                                es * (uint64_t(nqt) * (D + 2 * Dv) + uint64_t(nkt) * (D + Dv)) +  // naturals
+                                4 * uint64_t(nqt) * (D + 2);                                      // dQ acc, lse, Di
+    check_sbuf(op, kb, head_bytes);
 
     const Heads Q{&q}, K{&k}, V{&v}, O{&out}, dO{&dout}, dQ{&dq}, dK{&dk}, dV{&dv};
     detail::DmaQueues dmaq(kb.chip());
@@ -430,16 +434,29 @@ void sdpa_backward(KernelBuilder& kb, const TensorDesc& dq, const TensorDesc& dk
     const Tile neg_lse = kb.alloc_sbuf(kRows, {nqt}, DType::f32), di = kb.alloc_sbuf(kRows, {nqt}, DType::f32);
     const Tile dq_acc = kb.alloc_sbuf(kRows, {nqt * D}, DType::f32);
     const Tile prod = kb.alloc_sbuf(kRows, {Dv}, DType::f32);
-    // Per (q tile, kv tile) block, rings as deep as the pipeline (see the block loop).
+    // Keys are taken up to kMaxGroup kv tiles (one 512-column PSUM bank of scores) at a time, so
+    // that each exp, dS and cast covers up to [128, 512]: as many as the SBUF left next to the
+    // head's operands holds. Per (q tile, key group) block, rings as deep as the pipeline (see
+    // the block loop).
+    constexpr uint32_t kMaxGroup = kScoreCols / kRows;
     constexpr int kRing = 3;
-    std::array<Tile, kRing> p_f32, p_mm, ds_f32, ds_mm, dst_sb, s_sb;
+    const uint64_t free_bytes = kb.chip().sbuf.bytes_per_partition - head_bytes;
+    auto work_bytes = [&](uint32_t g) {
+        return kRing * uint64_t(g) * kRows * (4 + 3 * es + (mask.t ? 4 : 0)) + (mask.t ? uint64_t(g) * kRows * 4 : 0) +
+               2 * (2 * D + Dv) * es + 4 * Dv;
+    };
+    uint32_t group = kMaxGroup;
+    while (group > 1 && work_bytes(group) > free_bytes) group /= 2;
+    const uint32_t cols = group * kRows;
+    // P is stored in the operands' dtype straight from the exp: the TensorE reads it, and
+    // dS = P * dS' (fp32) takes it as it is.
+    std::array<Tile, kRing> p_sb, ds_f32, ds_mm, dst_sb, s_sb;
     for (int i = 0; i < kRing; ++i) {
-        p_f32[i] = kb.alloc_sbuf(kRows, {kRows}, DType::f32);
-        p_mm[i] = kb.alloc_sbuf(kRows, {kRows}, dt);
-        ds_f32[i] = kb.alloc_sbuf(kRows, {kRows}, DType::f32);
-        ds_mm[i] = kb.alloc_sbuf(kRows, {kRows}, dt);
-        dst_sb[i] = kb.alloc_sbuf(kRows, {kRows}, dt);
-        if (mask.t) s_sb[i] = kb.alloc_sbuf(kRows, {kRows}, DType::f32);
+        p_sb[i] = kb.alloc_sbuf(kRows, {cols}, dt);
+        ds_f32[i] = kb.alloc_sbuf(kRows, {cols}, DType::f32);
+        ds_mm[i] = kb.alloc_sbuf(kRows, {cols}, dt);
+        dst_sb[i] = kb.alloc_sbuf(kRows, {cols}, dt);   // 'group' [128 keys, 128 queries] tiles
+        if (mask.t) s_sb[i] = kb.alloc_sbuf(kRows, {cols}, DType::f32);
     }
     std::array<Tile, 2> dk_out, dv_out, dq_out;
     for (int i = 0; i < 2; ++i) {
@@ -448,18 +465,19 @@ void sdpa_backward(KernelBuilder& kb, const TensorDesc& dq, const TensorDesc& dk
         dq_out[i] = kb.alloc_sbuf(kRows, {D}, dq.dtype);
     }
     Tile mask_tile;
-    if (mask.t) mask_tile = kb.alloc_sbuf(kRows, {kRows}, mask.t->dtype == DType::boolean ? DType::u8 : DType::f32);
-    std::array<Tile, 2> ps_load, ps_s, ps_dp, ps_dst, ps_dq, ps_dk, ps_dv;
+    if (mask.t) mask_tile = kb.alloc_sbuf(kRows, {cols}, mask.t->dtype == DType::boolean ? DType::u8 : DType::f32);
+    // PSUM: scores and dP of two blocks (a bank each), dV and dK of the key group's kv tiles
+    // (a bank each, one region per kv tile), dS^T and dQ of two blocks, the load transposes.
+    std::array<Tile, 2> ps_load, ps_s, ps_dp, ps_dst, ps_dq;
     for (int i = 0; i < 2; ++i) {
         ps_load[i] = kb.alloc_psum(kRows, kRows, dt);
-        ps_s[i] = kb.alloc_psum(kRows, kRows);
-        ps_dp[i] = kb.alloc_psum(kRows, kRows);
+        ps_s[i] = kb.alloc_psum(kRows, cols);
+        ps_dp[i] = kb.alloc_psum(kRows, cols);
         ps_dst[i] = kb.alloc_psum(kRows, kRows, dt);
         ps_dq[i] = kb.alloc_psum(kRows, D);
-        ps_dk[i] = kb.alloc_psum(kRows, D);
-        ps_dv[i] = kb.alloc_psum(kRows, Dv);
     }
-    int ps_load_next = 0, jt = 0, dst_next = 0;
+    const Tile ps_dk = kb.alloc_psum(kRows, group * D), ps_dv = kb.alloc_psum(kRows, group * Dv);
+    int ps_load_next = 0, dst_next = 0;
 
     for (int64_t b = 0; b < s.B; ++b)
         for (int64_t h = 0; h < s.H; ++h) {
@@ -486,73 +504,97 @@ void sdpa_backward(KernelBuilder& kb, const TensorDesc& dq, const TensorDesc& dk
             }
             kb.memset(dq_acc.ap(), 0.0f, Engine::GpSimd);
 
-            for (uint32_t j = 0; j < nkt; ++j) {
-                const uint32_t k0 = j * kRows, nk = std::min(kRows, Skv - k0);
-                const int jb = jt ^= 1;
-                const AccessPattern dvp = ps_dv[jb].region(0, nk, 0, Dv), dkp = ps_dk[jb].region(0, nk, 0, D);
-                std::vector<uint32_t> tiles;   // q tiles that attend to these keys
-                for (uint32_t i = 0; i < nqt; ++i)
-                    if (!(causal && k0 > i * kRows + std::min(kRows, Sq - i * kRows) - 1)) tiles.push_back(i);
+            for (uint32_t j0 = 0; j0 < nkt; j0 += group) {
+                const uint32_t k0 = j0 * kRows, nkg = std::min(cols, Skv - k0);
+                const uint32_t ng = ceil_div(nkg, kRows);   // kv tiles in the group
+                auto keys_of = [&](uint32_t c) { return std::min(kRows, nkg - c * kRows); };
                 auto rows_of = [&](uint32_t i) { return std::min(kRows, Sq - i * kRows); };
+                std::vector<uint32_t> tiles;   // q tiles that attend to some key of the group
+                for (uint32_t i = 0; i < nqt; ++i)
+                    if (!(causal && k0 > i * kRows + rows_of(i) - 1)) tiles.push_back(i);
+                // dV and dK of kv tile c accumulate over the q tiles that attend to it (causal:
+                // a suffix of 'tiles').
+                std::array<size_t, kMaxGroup> first_block{};
+                for (uint32_t c = 0; c < ng; ++c) {
+                    first_block[c] = tiles.size();
+                    for (size_t n = 0; n < tiles.size(); ++n)
+                        if (!(causal && k0 + c * kRows > tiles[n] * kRows + rows_of(tiles[n]) - 1)) {
+                            first_block[c] = n;
+                            break;
+                        }
+                }
                 // Per block n (q tile tiles[n]), five stages issued as M(n+1), E(n), D(n), B(n-1),
                 // C(n-2), so that each engine's in-order queue holds work whose inputs are there:
-                //   M: S = Q K^T and dP = dO V^T (TensorE);
-                //   E: P = exp(scale * S - lse) and dS' = scale * (dP - Di) out of PSUM (ScalarE);
-                //   D: P cast for the TensorE (VectorE) and dS = P * dS' (GpSimd);
-                //   B: dV += P^T dO, dK += dS^T Q, dS^T on the TensorE, out of PSUM;
-                //   C: dQ += dS K, accumulated in SBUF.
+                //   M: S = Q K^T and dP = dO V^T over the key group (TensorE);
+                //   E: P = exp(scale * S - lse) in the operands' dtype and dS' = scale * (dP - Di) in
+                //      fp32, out of PSUM (ScalarE);
+                //   D: dS = P * dS' (GpSimdE and VectorE);
+                //   B: per kv tile, dV += P^T dO, dK += dS^T Q, and dS^T on the TensorE, out of PSUM;
+                //   C: dQ = sum over the group's kv tiles of dS K, added to the SBUF accumulator.
                 auto stage_m = [&](size_t n) {
                     const uint32_t i = tiles[n], q0 = i * kRows, nq = rows_of(i);
                     const int r = static_cast<int>(n % 2);
-                    kb.matmul(ps_s[r].region(0, nq, 0, nk), q_t.region(0, D, q0, nq), k_t.region(0, D, k0, nk), false);
-                    kb.matmul(ps_dp[r].region(0, nq, 0, nk), do_t.region(0, Dv, q0, nq), v_t.region(0, Dv, k0, nk),
+                    kb.matmul(ps_s[r].region(0, nq, 0, nkg), q_t.region(0, D, q0, nq), k_t.region(0, D, k0, nkg), false);
+                    kb.matmul(ps_dp[r].region(0, nq, 0, nkg), do_t.region(0, Dv, q0, nq), v_t.region(0, Dv, k0, nkg),
                               false);
                 };
                 auto stage_e = [&](size_t n) {
                     const uint32_t i = tiles[n], q0 = i * kRows, nq = rows_of(i);
                     const int r = static_cast<int>(n % 2), ri = static_cast<int>(n % kRing);
-                    const AccessPattern sp = ps_s[r].region(0, nq, 0, nk), pf = p_f32[ri].region(0, nq, 0, nk);
+                    const AccessPattern sp = ps_s[r].region(0, nq, 0, nkg), pf = p_sb[ri].region(0, nq, 0, nkg);
                     const AccessPattern nl = neg_lse.region(0, nq, i, 1), ndi = di.region(0, nq, i, 1);
                     if (mask.t) {
-                        const AccessPattern ss = s_sb[ri].region(0, nq, 0, nk);
+                        const AccessPattern ss = s_sb[ri].region(0, nq, 0, nkg);
                         kb.activation(ss, sp, ActFunc::identity, scale);
-                        apply_mask(kb, dmaq, mask, mask_tile, b, h, q0, nq, k0, nk, ss);
+                        apply_mask(kb, dmaq, mask, mask_tile, b, h, q0, nq, k0, nkg, ss);
                         kb.activation_ex(pf, ss, ActFunc::exp, 1.0f, nullptr, 0.0f, &nl);
                     } else {
                         kb.activation_ex(pf, sp, ActFunc::exp, scale, nullptr, 0.0f, &nl);
                     }
-                    if (causal && k0 + nk - 1 > q0) causal_mask(kb, pf, q0, k0, 0.0f);
-                    kb.activation_ex(ds_f32[ri].region(0, nq, 0, nk), ps_dp[r].region(0, nq, 0, nk), ActFunc::identity,
-                                     scale, nullptr, 0.0f, &ndi);
+                    if (causal && k0 + nkg - 1 > q0) causal_mask(kb, pf, q0, k0, 0.0f);
+                    kb.activation_ex(ds_f32[ri].region(0, nq, 0, nkg), ps_dp[r].region(0, nq, 0, nkg),
+                                     ActFunc::identity, scale, nullptr, 0.0f, &ndi);
                 };
-                auto p_for_matmul = [&](size_t n) {
-                    const uint32_t nq = rows_of(tiles[n]);
-                    const int ri = static_cast<int>(n % kRing);
-                    return dt == DType::f32 ? p_f32[ri].region(0, nq, 0, nk) : p_mm[ri].region(0, nq, 0, nk);
+                auto p_for_matmul = [&](size_t n, uint32_t c) {
+                    return p_sb[n % kRing].region(0, rows_of(tiles[n]), c * kRows, keys_of(c));
                 };
                 auto stage_d = [&](size_t n) {
-                    const uint32_t nq = rows_of(tiles[n]);
+                    // dS = P * dS', three quarters of the columns on GpSimdE, the rest on VectorE.
+                    const uint32_t nq = rows_of(tiles[n]), split = std::max(1u, nkg * 3 / 4);
                     const int ri = static_cast<int>(n % kRing);
-                    const AccessPattern pf = p_f32[ri].region(0, nq, 0, nk);
-                    if (dt != DType::f32) kb.tensor_copy(p_mm[ri].region(0, nq, 0, nk), pf, Engine::Vector);
-                    kb.tensor_tensor(ds_mm[ri].region(0, nq, 0, nk), ds_f32[ri].region(0, nq, 0, nk), pf, AluOp::mul,
-                                     Engine::GpSimd);
+                    const Tile &pt = p_sb[ri], &dsf = ds_f32[ri], &dsm = ds_mm[ri];
+                    kb.tensor_tensor(dsm.region(0, nq, 0, split), dsf.region(0, nq, 0, split), pt.region(0, nq, 0, split),
+                                     AluOp::mul, Engine::GpSimd);
+                    if (split < nkg)
+                        kb.tensor_tensor(dsm.region(0, nq, split, nkg - split), dsf.region(0, nq, split, nkg - split),
+                                         pt.region(0, nq, split, nkg - split), AluOp::mul, Engine::Vector);
                 };
                 auto stage_b = [&](size_t n) {
                     const uint32_t i = tiles[n], nq = rows_of(i);
                     const int ri = static_cast<int>(n % kRing);
-                    const AccessPattern dsm = ds_mm[ri].region(0, nq, 0, nk);
-                    kb.matmul(dvp, p_for_matmul(n), tile_rows(do_nat, i, nq, Dv), n > 0);
-                    kb.matmul(dkp, dsm, tile_rows(q_nat, i, nq, D), n > 0);
-                    const Tile& ps = ps_dst[dst_next ^= 1];
-                    kb.transpose(ps.region(0, nk, 0, nq), dsm);
-                    kb.tensor_copy(dst_sb[ri].region(0, nk, 0, nq), ps.region(0, nk, 0, nq), Engine::Vector);
+                    for (uint32_t c = 0; c < ng; ++c) {
+                        if (n < first_block[c]) continue;   // causal: no query of this tile sees these keys
+                        const uint32_t nk = keys_of(c);
+                        const AccessPattern dsm = ds_mm[ri].region(0, nq, c * kRows, nk);
+                        const bool acc = n > first_block[c];
+                        kb.matmul(ps_dv.region(0, nk, c * Dv, Dv), p_for_matmul(n, c), tile_rows(do_nat, i, nq, Dv), acc);
+                        kb.matmul(ps_dk.region(0, nk, c * D, D), dsm, tile_rows(q_nat, i, nq, D), acc);
+                        const Tile& ps = ps_dst[dst_next ^= 1];
+                        kb.transpose(ps.region(0, nk, 0, nq), dsm);
+                        kb.tensor_copy(dst_sb[ri].region(0, nk, c * kRows, nq), ps.region(0, nk, 0, nq), Engine::Vector);
+                    }
                 };
                 auto stage_c = [&](size_t n) {
                     const uint32_t i = tiles[n], nq = rows_of(i);
                     const int ri = static_cast<int>(n % kRing);
                     const AccessPattern dqp = ps_dq[n % 2].region(0, nq, 0, D);
-                    kb.matmul(dqp, dst_sb[ri].region(0, nk, 0, nq), tile_rows(k_nat, j, nk, D), false);
+                    bool started = false;
+                    for (uint32_t c = 0; c < ng; ++c) {
+                        if (n < first_block[c]) continue;
+                        const uint32_t nk = keys_of(c);
+                        kb.matmul(dqp, dst_sb[ri].region(0, nk, c * kRows, nq), tile_rows(k_nat, j0 + c, nk, D), started);
+                        started = true;
+                    }
                     const AccessPattern acc = dq_acc.region(0, nq, i * D, D);
                     kb.tensor_tensor(acc, acc, dqp, AluOp::add);
                 };
@@ -567,16 +609,20 @@ void sdpa_backward(KernelBuilder& kb, const TensorDesc& dq, const TensorDesc& dk
                     if (n >= 1 && n <= nblocks) stage_b(n - 1);
                     if (n >= 2) stage_c(n - 2);
                 }
-                const AccessPattern dko = dk_out[jb].region(0, nk, 0, D), dvo = dv_out[jb].region(0, nk, 0, Dv);
-                if (tiles.empty()) {   // no query attends to these keys
-                    kb.memset(dko, 0.0f);
-                    kb.memset(dvo, 0.0f);
-                } else {
-                    kb.tensor_copy(dko, dkp, evac());
-                    kb.tensor_copy(dvo, dvp, evac());
+                for (uint32_t c = 0; c < ng; ++c) {
+                    const uint32_t kc = k0 + c * kRows, nk = keys_of(c);
+                    const int ob = static_cast<int>(c & 1);
+                    const AccessPattern dko = dk_out[ob].region(0, nk, 0, D), dvo = dv_out[ob].region(0, nk, 0, Dv);
+                    if (first_block[c] >= nblocks) {   // no query attends to these keys
+                        kb.memset(dko, 0.0f);
+                        kb.memset(dvo, 0.0f);
+                    } else {
+                        kb.tensor_copy(dko, ps_dk.region(0, nk, c * D, D), evac());
+                        kb.tensor_copy(dvo, ps_dv.region(0, nk, c * Dv, Dv), evac());
+                    }
+                    kb.dma_copy(dK.rows(b, h, kc, nk), dko, dmaq.store());
+                    kb.dma_copy(dV.rows(b, h, kc, nk), dvo, dmaq.store());
                 }
-                kb.dma_copy(dK.rows(b, h, k0, nk), dko, dmaq.store());
-                kb.dma_copy(dV.rows(b, h, k0, nk), dvo, dmaq.store());
             }
             for (uint32_t i = 0; i < nqt; ++i) {
                 const uint32_t q0 = i * kRows, nq = std::min(kRows, Sq - q0);
