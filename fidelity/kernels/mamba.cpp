@@ -63,6 +63,10 @@ struct RowBroadcast {
         }
         const AccessPattern stage = sub(sbuf_tile, 0, 1);
         load(kb, stage, t.tile(r, 1, c0, n));
+        return staged(kb, stage, n, sbuf_tile);
+    }
+    // A row of n > 512 columns already loaded into 'stage' (one partition), broadcast into sbuf_tile.
+    AccessPattern staged(KernelBuilder& kb, const AccessPattern& stage, uint32_t n, const AccessPattern& sbuf_tile) {
         for (uint32_t c = 0; c < n; c += kPsumBankFp32) {
             const uint32_t w = std::min(kPsumBankFp32, n - c);
             const AccessPattern bank = cols(banks.take().ap(), 0, w);
@@ -72,6 +76,25 @@ struct RowBroadcast {
         return sbuf_tile;
     }
 };
+
+// h = scan(deltaA, b): work[i] = delta_a[i] * work[i-1] + b[i], from 'initial' (its last column
+// carried from the previous sequence tile) or 0.
+void scan(KernelBuilder& kb, const AccessPattern& work, const AccessPattern& delta_a, const AccessPattern& b,
+          const AccessPattern* initial) {
+    Instruction ins;
+    ins.op = Opcode::tensor_tensor_scan;
+    ins.engine = Engine::Vector;
+    ins.dst = work;
+    ins.src0 = delta_a;
+    ins.src1 = b;
+    ins.alu0 = AluOp::mul;
+    ins.alu1 = AluOp::add;
+    if (initial) {
+        ins.src2 = *initial;
+        ins.flags |= F_S1_AP;
+    }
+    kb.emit(ins);
+}
 
 // One state step on a [128, n] tile: deltaA = exp(delta*A_s); b = deltaU*B_s;
 // work = scan(deltaA, b, initial); c = work*C_s (the state's contribution); accum += c
@@ -87,22 +110,35 @@ void state_step(KernelBuilder& kb, RowBroadcast& bc, const MambaTensors& t, cons
     kb.tensor_tensor(b, delta_u, b_row, AluOp::mul);
     AccessPattern c_row;
     if (!shared) c_row = bc.row(kb, t.C, bs_row, c0, n, c);
-    Instruction scan;
-    scan.op = Opcode::tensor_tensor_scan;
-    scan.engine = Engine::Vector;
-    scan.dst = work;
-    scan.src0 = delta_a;
-    scan.src1 = b;
-    scan.alu0 = AluOp::mul;
-    scan.alu1 = AluOp::add;
-    if (initial) {
-        scan.src2 = *initial;
-        scan.flags |= F_S1_AP;
-    }
-    kb.emit(scan);
+    scan(kb, work, delta_a, b, initial);
     if (shared) c_row = bc.row(kb, t.C, bs_row, c0, n, c);
     kb.tensor_tensor(c, work, c_row, AluOp::mul);
     if (accum) kb.tensor_tensor(*accum, *accum, c, AluOp::add);
+}
+
+// A state step of v2 when delta and the accumulator are both spilled (seq 8192). 'delta_a' holds
+// this state's reloaded delta (exponentiated in place) and partition 0 of 'work' this state's B row.
+// Every transfer is issued as soon as its tile is free, as the compiler's scheduler places spill
+// code: the next state's delta reload once the scan has read 'delta_a'; the partial sum's reload
+// into the B tile once the scan has read it; the next B row into 'work' once the C product has
+// read it; this state's C row into the C tile once the previous partial sum has been stored.
+void spilled_state_step(KernelBuilder& kb, RowBroadcast& bc, const MambaTensors& t, const AccessPattern& delta_u,
+                        const AccessPattern& a_col, const AccessPattern& delta_a, const AccessPattern& b,
+                        const AccessPattern& c, const AccessPattern& work, uint64_t bs_row, uint32_t n,
+                        const AccessPattern* next_delta, bool reload_sum, const AccessPattern& sum_hbm) {
+    const AccessPattern row_stage = sub(work, 0, 1);
+    kb.activation_ex(delta_a, delta_a, ActFunc::exp, 1.0f, &a_col, 0.0f, nullptr);
+    load(kb, sub(c, 0, 1), t.C.tile(bs_row, 1, 0, n));
+    const AccessPattern b_row = bc.staged(kb, row_stage, n, b);
+    kb.tensor_tensor(b, delta_u, b_row, AluOp::mul);
+    scan(kb, work, delta_a, b, nullptr);
+    if (next_delta) load(kb, delta_a, *next_delta);
+    if (reload_sum) load(kb, b, sum_hbm);
+    const AccessPattern c_row = bc.staged(kb, sub(c, 0, 1), n, c);
+    kb.tensor_tensor(c, work, c_row, AluOp::mul);
+    if (next_delta) load(kb, row_stage, t.B.tile(bs_row + 1, 1, 0, n));
+    if (reload_sum) kb.tensor_tensor(c, c, b, AluOp::add);
+    store(kb, sum_hbm, c);
 }
 
 }  // namespace
@@ -148,7 +184,8 @@ std::vector<Program> mamba_v1(const ChipConfig& chip, const MambaShape& s) {
 // every state (the spill-reload waits of the 8K profile). With 6 tiles' room (seq 7168) B and C
 // share a tile; with 5 (seq 8192: 6 x 32 KiB is the whole partition) B and C keep their tiles and
 // the accumulator is spilled instead: each state's partial sum is reloaded from HBM, added to and
-// stored back (the spill stores the 8K profile shows next to the reloads).
+// stored back (the spill stores the 8K profile shows next to the reloads), with every transfer
+// issued as soon as its tile is free (spilled_state_step).
 std::vector<Program> mamba_v2(const ChipConfig& chip, const MambaShape& s) {
     KernelBuilder kb(chip, "mamba_v2");
     HbmArena hbm;
@@ -182,18 +219,22 @@ std::vector<Program> mamba_v2(const ChipConfig& chip, const MambaShape& s) {
             if (!spill_accum) kb.memset(accum.ap(), 0.0f);
             for (uint32_t st = 0; st < s.state; ++st) {
                 const int set = k++ % sets;
-                const AccessPattern acc = spill_accum ? AccessPattern{} : accum.ap(), da = delta_a[set].ap();
-                if (spill) load(kb, da, delta_hbm);   // rematerialised delta; exp in place
-                state_step(kb, bc, t, spill ? da : delta.ap(), delta_u.ap(), cols(a_cols.ap(), st, 1), da,
-                           bt[set].ap(), ctl[set].ap(), work[set].ap(), spill_accum ? nullptr : &acc,
-                           uint64_t(b) * s.state + st, 0, n, nullptr);
-                if (!spill_accum) continue;
-                // Spilled accumulator (kept in the output rows): reload into the scan tile, add, store.
-                if (st > 0) {
-                    load(kb, work[set].ap(), out_hbm);
-                    kb.tensor_tensor(ctl[set].ap(), ctl[set].ap(), work[set].ap(), AluOp::add);
+                const AccessPattern da = delta_a[set].ap();
+                if (spill_accum) {
+                    if (st == 0) {
+                        load(kb, da, delta_hbm);
+                        load(kb, sub(work[set].ap(), 0, 1), t.B.tile(uint64_t(b) * s.state, 1, 0, n));
+                    }
+                    spilled_state_step(kb, bc, t, delta_u.ap(), cols(a_cols.ap(), st, 1), da, bt[set].ap(),
+                                       ctl[set].ap(), work[set].ap(), uint64_t(b) * s.state + st, n,
+                                       st + 1 < s.state ? &delta_hbm : nullptr, st > 0, out_hbm);
+                    continue;
                 }
-                store(kb, out_hbm, ctl[set].ap());
+                if (spill) load(kb, da, delta_hbm);   // rematerialised delta; exp in place
+                const AccessPattern acc = accum.ap();
+                state_step(kb, bc, t, spill ? da : delta.ap(), delta_u.ap(), cols(a_cols.ap(), st, 1), da,
+                           bt[set].ap(), ctl[set].ap(), work[set].ap(), &acc, uint64_t(b) * s.state + st, 0, n,
+                           nullptr);
             }
             if (!spill_accum) store(kb, out_hbm, accum.ap());
         }

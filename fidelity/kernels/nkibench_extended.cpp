@@ -677,38 +677,35 @@ std::vector<Program> nkibench_gqa_full(const ChipConfig& chip) {
 // [64, 262144]. Per 512-column tile (512): load x, cos, sin; copy the odd half (partitions 64-127)
 // down to partitions 0-63 (nl.copy, ScalarE); four [64, 512] products and the difference / sum on
 // VectorE, written to the two halves of the output tile; store [128, 512].
+// Unlike the other NKIBench kernels (compiler-emitted, nl.affine_range loops) this one is written
+// by hand with a Python range loop, which neuronxcc replaces by nl.sequential_range: the compiler
+// respects iteration order and does not software-pipeline the loads ahead of the previous tile's
+// compute and store, so each tile's loads queue behind the previous tile's store.
 std::vector<Program> nkibench_rope(const ChipConfig& chip) {
     KernelBuilder kb(chip, "nkibench_rope");
     HbmArena hbm;
     const uint32_t D = 128, H = D / 2, S = 64 * 4096, T = 512, n = S / T;
     HbmTensor x = HbmTensor::make(hbm, F32, D, S), cs = HbmTensor::make(hbm, F32, H, S),
               sn = HbmTensor::make(hbm, F32, H, S), out = HbmTensor::make(hbm, F32, D, S);
-    Rotation xin(kb, kPrefetch + 1, D, {T}, F32), cin(kb, kPrefetch + 1, H, {T}, F32),
-        sin_in(kb, kPrefetch + 1, H, {T}, F32);
+    Rotation xin(kb, 2, D, {T}, F32), cin(kb, 2, H, {T}, F32), sin_in(kb, 2, H, {T}, F32);
     Rotation odd(kb, 2, H, {T}, F32), ec(kb, 2, H, {T}, F32), oc(kb, 2, H, {T}, F32), es(kb, 2, H, {T}, F32),
         os(kb, 2, H, {T}, F32), res(kb, 2, D, {T}, F32);
-    for (uint32_t i = 0; i < n + kPrefetch; ++i) {
-        if (i < n) {
-            const size_t slot = i % xin.tiles.size();
-            load(kb, xin.tiles[slot].ap(), x.tile(0, D, uint64_t(i) * T, T));
-            load(kb, cin.tiles[slot].ap(), cs.tile(0, H, uint64_t(i) * T, T));
-            load(kb, sin_in.tiles[slot].ap(), sn.tile(0, H, uint64_t(i) * T, T));
-        }
-        if (i < kPrefetch) continue;
-        const uint32_t c = i - kPrefetch;
-        const size_t slot = c % xin.tiles.size();
-        const AccessPattern xe = sub(xin.tiles[slot].ap(), 0, H), co = cin.tiles[slot].ap(),
-                            si = sin_in.tiles[slot].ap();
+    for (uint32_t i = 0; i < n; ++i) {
+        const AccessPattern xt = xin.take().ap(), co = cin.take().ap(), si = sin_in.take().ap();
+        load(kb, xt, x.tile(0, D, uint64_t(i) * T, T));
+        load(kb, co, cs.tile(0, H, uint64_t(i) * T, T));
+        load(kb, si, sn.tile(0, H, uint64_t(i) * T, T));
+        const AccessPattern xe = sub(xt, 0, H);
         const AccessPattern o = odd.take().ap(), a = ec.take().ap(), b = oc.take().ap(), e = es.take().ap(),
                             f = os.take().ap(), r = res.take().ap();
-        kb.tensor_copy(o, sub(xin.tiles[slot].ap(), H, H), Engine::Scalar);
+        kb.tensor_copy(o, sub(xt, H, H), Engine::Scalar);
         kb.tensor_tensor(a, xe, co, AluOp::mul);
         kb.tensor_tensor(b, o, co, AluOp::mul);
         kb.tensor_tensor(e, xe, si, AluOp::mul);
         kb.tensor_tensor(f, o, si, AluOp::mul);
         kb.tensor_tensor(sub(r, 0, H), a, f, AluOp::sub);
         kb.tensor_tensor(sub(r, H, H), b, e, AluOp::add);
-        store(kb, out.tile(0, D, uint64_t(c) * T, T), r);
+        store(kb, out.tile(0, D, uint64_t(i) * T, T), r);
     }
     return {kb.finish()};
 }
