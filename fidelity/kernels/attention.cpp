@@ -19,9 +19,9 @@
 //
 // Where the compiler must change the written program, the change is the one the hardware
 // forces: a PSUM tile that does not fit the 8 banks is evicted to SBUF (copied on VectorE)
-// as it is produced; a loop-invariant tensor dead after its last use gives its SBUF to the
-// next one; loop nests over the same q tiles that only pass PSUM data (v3's QK, max and
-// subtract) are fused, since the QK result of every q tile cannot live in PSUM at once.
+// as it is produced, and a tensor that does not fit SBUF either (v3's QK from 4K) is stored to
+// HBM and loaded back by each loop nest that reads it; a loop-invariant tensor dead after its
+// last use gives its SBUF to the next one.
 #include <algorithm>
 #include <optional>
 #include <stdexcept>
@@ -93,20 +93,24 @@ QkRow qk_row(KernelBuilder& kb, PsumRotation& banks, const Tile& q_sb, const Til
     return r;
 }
 
+// Loads issued this many iterations ahead of their use in v3's loops (a rotation of
+// kStreamAhead + 1 buffers): the compiler's software pipelining of an affine loop.
+constexpr uint32_t kStreamAhead = 4;
+
 // One affine loop over the q tiles that reads a [128, seqlen] fp32 row block from HBM and
-// optionally writes one back, with the compiler's software pipelining (the next tile's load is
-// issued before this tile's compute) when two buffers fit.
+// optionally writes one back, its loads issued up to kStreamAhead tiles early as far as the SBUF
+// has room for the buffers.
 template <typename Compute>
 void row_pass(KernelBuilder& kb, uint32_t seqlen, const HbmTensor& src, const HbmTensor* dst, Compute compute) {
     const uint32_t nq = seqlen / P;
     const uint64_t row_bytes = uint64_t(seqlen) * 4;
-    const int depth = buffers_that_fit(kb, row_bytes * (dst ? 2 : 1), 2);
+    const int depth = buffers_that_fit(kb, row_bytes * (dst ? 2 : 1), static_cast<int>(kStreamAhead) + 1);
     std::vector<Tile> in, out;
     for (int i = 0; i < depth; ++i) {
         in.push_back(kb.alloc_sbuf(P, {seqlen}, F32));
         if (dst) out.push_back(kb.alloc_sbuf(P, {seqlen}, F32));
     }
-    const uint32_t ahead = depth > 1 ? 1 : 0;
+    const uint32_t ahead = static_cast<uint32_t>(depth) - 1;
     for (uint32_t i = 0; i < nq + ahead; ++i) {
         if (i < nq) load(kb, in[i % depth].ap(), src.tile(uint64_t(i) * P, P, 0, seqlen));
         if (i < ahead) continue;
@@ -117,6 +121,15 @@ void row_pass(KernelBuilder& kb, uint32_t seqlen, const HbmTensor& src, const Hb
     }
     for (const Tile& t : in) kb.release(t);
     for (const Tile& t : out) kb.release(t);
+}
+
+// n iterations of load(i) then compute(i), each load issued kStreamAhead iterations early.
+template <typename Load, typename Compute>
+void streamed(uint32_t n, Load load_i, Compute compute_i) {
+    for (uint32_t i = 0; i < n + kStreamAhead; ++i) {
+        if (i < n) load_i(i);
+        if (i >= kStreamAhead) compute_i(i - kStreamAhead);
+    }
 }
 
 }  // namespace
@@ -140,28 +153,79 @@ std::vector<Program> attention_fwd_v3(const ChipConfig& chip, uint32_t seqlen) {
          inv_sum = kb.alloc_sbuf(P, {nq}, F32);
     PsumRotation banks(kb, static_cast<int>(chip.psum.banks), P, kBankFp32);
 
-    // QK, row max and subtract, fused over the q tiles. When the row exceeds PSUM it is evicted to
-    // SBUF and the subtract runs in place there (the spilled QK is dead once normalised).
+    // QK into the [nq, nkv, 128, 512] fp32 tensor the code declares in PSUM; then the row max and
+    // the subtract, each its own loop nest over that tensor. Where the tensor lives is the
+    // compiler's forced choice: in the banks when every q tile fits them (512), else each bank is
+    // copied out on VectorE as it is produced into SBUF (1K, 2K: 32 and 128 KiB a partition), else
+    // the copies are stored to HBM and each loop nest loads its tiles back (4K and up: 512 KiB).
     {
-        const bool spill = nkv > chip.psum.banks;
-        Rotation row_max_kv(kb, 2, P, {nkv}, F32);
-        const int depth = buffers_that_fit(kb, uint64_t(seqlen) * 4, 2);
-        Rotation norm_buf(kb, depth, P, {seqlen}, F32);
-        for (uint32_t q = 0; q < nq; ++q) {
-            const Tile& nb = norm_buf.take();
-            const Tile& rmk = row_max_kv.take();
-            QkRow row = qk_row(kb, banks, q_sb, k_sb, q, seqlen, spill ? &nb : nullptr);
-            for (uint32_t kv = 0; kv < nkv; ++kv) kb.tensor_reduce(cols(rmk.ap(), kv, 1), row.parts[kv], ReduceOp::max);
-            const AccessPattern rm = cols(row_max.ap(), q, 1);
-            kb.tensor_reduce(rm, rmk.ap(), ReduceOp::max);
-            for (uint32_t kv = 0; kv < nkv; ++kv)
-                scale_rows(kb, cols(nb.ap(), kv * kBankFp32, kBankFp32), row.parts[kv], rm, AluOp::sub);
-            store(kb, norm.tile(uint64_t(q) * P, P, 0, seqlen), nb.ap());
+        const uint64_t qk_bytes = uint64_t(nq) * nkv * kBankFp32 * 4;
+        const uint64_t norm_row_bytes = uint64_t(seqlen) * 4;
+        const bool in_psum = uint64_t(nq) * nkv <= chip.psum.banks;
+        const bool in_sbuf = !in_psum && kb.sbuf_bytes_in_use() + qk_bytes + 2 * norm_row_bytes + 4096 <=
+                                             chip.sbuf.bytes_per_partition;
+        const HbmTensor qk_hbm =
+            in_psum || in_sbuf ? HbmTensor{} : HbmTensor::make(hbm, F32, uint64_t(nq) * nkv * P, kBankFp32);
+        auto qk_block = [&](uint32_t q, uint32_t kv) { return qk_hbm.tile((uint64_t(q) * nkv + kv) * P, P, 0, kBankFp32); };
+        std::optional<Tile> qk_sb;
+        if (in_sbuf) qk_sb = kb.alloc_sbuf(P, {nq * nkv, kBankFp32}, F32);
+        std::vector<AccessPattern> qk_psum;   // in_psum: the block of (q, kv) at q * nkv + kv
+        {
+            std::optional<Rotation> staging;
+            if (!in_psum && !in_sbuf) staging.emplace(kb, kStreamAhead + 1, P, std::vector<uint32_t>{kBankFp32}, F32);
+            for (uint32_t q = 0; q < nq; ++q)
+                for (uint32_t kv = 0; kv < nkv; ++kv) {
+                    const AccessPattern bank = banks.take().ap();
+                    kb.matmul(bank, cols(q_sb.ap(), q * P, P), cols(k_sb.ap(), kv * kBankFp32, kBankFp32), false);
+                    if (in_psum) {
+                        qk_psum.push_back(bank);
+                    } else if (in_sbuf) {
+                        kb.tensor_copy(entry(*qk_sb, q * nkv + kv), bank, Engine::Vector);
+                    } else {
+                        const Tile& st = staging->take();
+                        kb.tensor_copy(st.ap(), bank, Engine::Vector);
+                        store(kb, qk_block(q, kv), st.ap());
+                    }
+                }
+            if (staging)
+                for (const Tile& t : staging->tiles) kb.release(t);
         }
-        for (const Tile& t : norm_buf.tiles) kb.release(t);
-        for (const Tile& t : row_max_kv.tiles) kb.release(t);
         kb.release(q_sb);
         kb.release(k_sb);
+        // A pass over the QK blocks in (q, kv) order: from PSUM or SBUF directly, from HBM through a
+        // rotation of load buffers filled kStreamAhead blocks early.
+        auto over_qk = [&](auto&& per_block) {
+            if (!in_psum && !in_sbuf) {
+                Rotation in(kb, kStreamAhead + 1, P, {kBankFp32}, F32);
+                streamed(nq * nkv, [&](uint32_t i) { load(kb, in.tiles[i % in.tiles.size()].ap(), qk_block(i / nkv, i % nkv)); },
+                         [&](uint32_t i) { per_block(i / nkv, i % nkv, in.tiles[i % in.tiles.size()].ap()); });
+                for (const Tile& t : in.tiles) kb.release(t);
+                return;
+            }
+            for (uint32_t i = 0; i < nq * nkv; ++i)
+                per_block(i / nkv, i % nkv, in_psum ? qk_psum[i] : entry(*qk_sb, i));
+        };
+        {
+            Rotation row_max_kv(kb, 2, P, {nkv}, F32);
+            const Tile* rmk = nullptr;
+            over_qk([&](uint32_t q, uint32_t kv, const AccessPattern& block) {
+                if (kv == 0) rmk = &row_max_kv.take();
+                kb.tensor_reduce(cols(rmk->ap(), kv, 1), block, ReduceOp::max);
+                if (kv + 1 == nkv) kb.tensor_reduce(cols(row_max.ap(), q, 1), rmk->ap(), ReduceOp::max);
+            });
+            for (const Tile& t : row_max_kv.tiles) kb.release(t);
+        }
+        {
+            Rotation norm_buf(kb, 2, P, {seqlen}, F32);
+            const Tile* nb = nullptr;
+            over_qk([&](uint32_t q, uint32_t kv, const AccessPattern& block) {
+                if (kv == 0) nb = &norm_buf.take();
+                scale_rows(kb, cols(nb->ap(), kv * kBankFp32, kBankFp32), block, cols(row_max.ap(), q, 1), AluOp::sub);
+                if (kv + 1 == nkv) store(kb, norm.tile(uint64_t(q) * P, P, 0, seqlen), nb->ap());
+            });
+            for (const Tile& t : norm_buf.tiles) kb.release(t);
+        }
+        if (qk_sb) kb.release(*qk_sb);
     }
     // exp; sum; reciprocal; scores = exp * 1/sum.
     row_pass(kb, seqlen, norm, &expd, [&](uint32_t, const AccessPattern& in, const AccessPattern& out) {
@@ -188,43 +252,44 @@ std::vector<Program> attention_fwd_v3(const ChipConfig& chip, uint32_t seqlen) {
         kb.release(v_sb);
     }
     // scores^T: per (q, kv) block load [128, 128] (rows of 'seqlen' apart), transpose (fp32), store.
-    constexpr uint32_t kPrefetch = 2;
     {
-        Rotation in(kb, kPrefetch + 1, P, {P}, F32), out(kb, 2, P, {P}, F32);
-        const uint32_t n = nq * nt;
-        for (uint32_t i = 0; i < n + kPrefetch; ++i) {
-            if (i < n) load(kb, in.tiles[i % in.tiles.size()].ap(), scores.tile(uint64_t(i / nt) * P, P, uint64_t(i % nt) * P, P));
-            if (i < kPrefetch) continue;
-            const uint32_t c = i - kPrefetch, q = c / nt, kv = c % nt;
-            const AccessPattern bank = cols(banks.take().ap(), 0, P);
-            kb.transpose(bank, in.tiles[c % in.tiles.size()].ap());
-            const Tile& o = out.take();
-            kb.tensor_copy(o.ap(), bank, Engine::Scalar);
-            store(kb, scores_t.tile((uint64_t(kv) * nq + q) * P, P, 0, P), o.ap());
-        }
+        Rotation in(kb, kStreamAhead + 1, P, {P}, F32), out(kb, kStreamAhead + 1, P, {P}, F32);
+        streamed(
+            nq * nt,
+            [&](uint32_t i) {
+                load(kb, in.tiles[i % in.tiles.size()].ap(), scores.tile(uint64_t(i / nt) * P, P, uint64_t(i % nt) * P, P));
+            },
+            [&](uint32_t i) {
+                const uint32_t q = i / nt, kv = i % nt;
+                const AccessPattern bank = cols(banks.take().ap(), 0, P);
+                kb.transpose(bank, in.tiles[i % in.tiles.size()].ap());
+                const Tile& o = out.take();
+                kb.tensor_copy(o.ap(), bank, Engine::Scalar);
+                store(kb, scores_t.tile((uint64_t(kv) * nq + q) * P, P, 0, P), o.ap());
+            });
         for (const Tile& t : in.tiles) kb.release(t);
         for (const Tile& t : out.tiles) kb.release(t);
     }
     // P.V in fp32: per q tile, accumulate over the kv tiles, loading both operands each time.
     {
-        Rotation st(kb, kPrefetch + 1, P, {P}, F32), vt(kb, kPrefetch + 1, P, {P}, F32), out(kb, 2, P, {P}, F32);
-        const uint32_t n = nq * nt;
+        Rotation st(kb, kStreamAhead + 1, P, {P}, F32), vt(kb, kStreamAhead + 1, P, {P}, F32), out(kb, 2, P, {P}, F32);
         AccessPattern acc_bank;
-        for (uint32_t i = 0; i < n + kPrefetch; ++i) {
-            if (i < n) {
+        streamed(
+            nq * nt,
+            [&](uint32_t i) {
                 const uint32_t q = i / nt, kv = i % nt;
                 load(kb, st.tiles[i % st.tiles.size()].ap(), scores_t.tile((uint64_t(kv) * nq + q) * P, P, 0, P));
                 load(kb, vt.tiles[i % vt.tiles.size()].ap(), v_t.tile(uint64_t(kv) * P, P, 0, P));
-            }
-            if (i < kPrefetch) continue;
-            const uint32_t c = i - kPrefetch, q = c / nt, kv = c % nt;
-            if (kv == 0) acc_bank = cols(banks.take().ap(), 0, P);
-            kb.matmul(acc_bank, st.tiles[c % st.tiles.size()].ap(), vt.tiles[c % vt.tiles.size()].ap(), kv > 0);
-            if (kv + 1 < nt) continue;
-            const Tile& o = out.take();
-            kb.tensor_copy(o.ap(), acc_bank, Engine::Scalar);
-            store(kb, io.out.tile(uint64_t(q) * P, P, 0, P), o.ap());
-        }
+            },
+            [&](uint32_t i) {
+                const uint32_t q = i / nt, kv = i % nt;
+                if (kv == 0) acc_bank = cols(banks.take().ap(), 0, P);
+                kb.matmul(acc_bank, st.tiles[i % st.tiles.size()].ap(), vt.tiles[i % vt.tiles.size()].ap(), kv > 0);
+                if (kv + 1 < nt) return;
+                const Tile& o = out.take();
+                kb.tensor_copy(o.ap(), acc_bank, Engine::Scalar);
+                store(kb, io.out.tile(uint64_t(q) * P, P, 0, P), o.ap());
+            });
     }
     return {kb.finish()};
 }
@@ -245,38 +310,48 @@ std::vector<Program> attention_fused_loop(const ChipConfig& chip, uint32_t seqle
     load(kb, q_sb.ap(), io.q.tile(0, P, 0, seqlen));
     load(kb, k_sb.ap(), io.k.tile(0, P, 0, seqlen));
     load(kb, v_sb.ap(), io.v.tile(0, P, 0, seqlen));
-    // The q-tile loop is an affine_range: the compiler's scheduler issues the QK row and row max of
-    // tile q+1 before the transposes and P.V of tile q when the next row has somewhere to live (in
-    // SBUF when it spills, else in PSUM banks of its own next to the current row, the transposes'
-    // and the accumulator's). Without that room the TensorE's queue keeps the written order.
+    // The q-tile loop is an affine_range: the compiler's list scheduler issues the QK rows and row
+    // maxima of later q tiles before the transposes and P.V of tile q as far as those rows have
+    // somewhere to live: in SBUF when the row spills (one row ahead, the buffer sets below), else
+    // in PSUM banks of their own next to two banks for the transposes and one for the P.V
+    // accumulators (512: every q tile; 1K: one ahead). A row that needs all the banks (4K) keeps
+    // the written order, sharing the banks with the transposes and the accumulator.
     const bool spill = nkv > chip.psum.banks;
-    const uint32_t qk_banks = spill ? 0 : 2 * nkv;
-    const bool skew_psum_room = spill || qk_banks + 2 <= chip.psum.banks;
-    PsumRotation banks(kb, static_cast<int>(chip.psum.banks - (skew_psum_room ? qk_banks : 0)), P, kBankFp32);
-    std::optional<PsumRotation> qk_ring;
-    if (skew_psum_room && !spill) qk_ring.emplace(kb, static_cast<int>(qk_banks), P, kBankFp32);
+    const uint32_t rows_in_psum = spill ? 0 : (chip.psum.banks - 3) / nkv;
+    const bool own_acc = spill || rows_in_psum > 0;
+    uint32_t ahead = spill ? 1 : rows_in_psum > 1 ? rows_in_psum - 1 : 0;
+    const uint32_t qk_banks = spill ? 0 : rows_in_psum > 1 ? rows_in_psum * nkv : 0;
+    PsumRotation banks(kb, static_cast<int>(chip.psum.banks - qk_banks - (own_acc ? 1 : 0)), P, kBankFp32);
+    std::optional<PsumRotation> qk_ring, pv_acc;
+    if (qk_banks) qk_ring.emplace(kb, static_cast<int>(qk_banks), P, kBankFp32);
+    // Two [128, 128] accumulators in one bank: a q tile's outlives the next one's transposes.
+    if (own_acc) pv_acc.emplace(kb, 2, P, P);
     Tile vt = kb.alloc_sbuf(P, {nt, P}, pe);
-    for (uint32_t t = 0; t < nt; ++t) {
-        const AccessPattern bank = cols(banks.take().ap(), 0, P);
-        kb.transpose(bank, cols(v_sb.ap(), t * P, P));
-        kb.tensor_copy(entry(vt, t), bank, Engine::Scalar);
-    }
-    kb.release(v_sb);   // dead after the transposes
+    auto transpose_v = [&] {
+        for (uint32_t t = 0; t < nt; ++t) {
+            const AccessPattern bank = cols(banks.take().ap(), 0, P);
+            kb.transpose(bank, cols(v_sb.ap(), t * P, P));
+            kb.tensor_copy(entry(vt, t), bank, Engine::Scalar);
+        }
+        kb.release(v_sb);   // dead after the transposes
+    };
+    if (!qk_ring) transpose_v();
 
     // Per q tile: the QK row (SBUF spill when it exceeds PSUM), the exp row, the normalised row
     // (v4: fp32 in the spill row or its own, reused for the scores), the transposed scores.
     const uint64_t row = seqlen;
     const uint64_t set_bytes = v7 ? row * 2 + row * 2 + (spill ? row * 4 : 0) : row * 4 * 3;
     const int sets = buffers_that_fit(kb, set_bytes + 4096, 2);
-    const bool skew = skew_psum_room && sets >= 2;
+    if (spill && sets < 2) ahead = 0;
+    const int stages = static_cast<int>(ahead) + 1;   // q tiles between stage 1 and stage 2
     std::vector<Tile> qk_sb, norm, exp_row, scores_t;
     for (int s = 0; s < sets; ++s) {
         if (spill || !v7) qk_sb.push_back(kb.alloc_sbuf(P, {seqlen}, F32));   // v4: also the norm/scores row
         exp_row.push_back(kb.alloc_sbuf(P, {seqlen}, v7 ? BF16 : F32));
         scores_t.push_back(kb.alloc_sbuf(P, {nt, P}, pe));
     }
-    Rotation row_max_kv(kb, sets, P, {nkv}, F32), row_max(kb, sets, P, {1}, F32), sum_kv(kb, sets, P, {nkv}, F32),
-        sum_row(kb, sets, P, {1}, F32), inv_sum(kb, sets, P, {1}, F32), attn_out(kb, 2, P, {P}, F32);
+    Rotation row_max_kv(kb, stages, P, {nkv}, F32), row_max(kb, stages, P, {1}, F32), sum_kv(kb, sets, P, {nkv}, F32),
+        sum_row(kb, sets, P, {1}, F32), inv_sum(kb, 2, P, {1}, F32), attn_out(kb, 2, P, {P}, F32);
 
     // Stage 1 of a q tile: QK row and row max.
     struct RowMax {
@@ -293,11 +368,17 @@ std::vector<Program> attention_fused_loop(const ChipConfig& chip, uint32_t seqle
         kb.tensor_reduce(r.rm->ap(), rmk.ap(), ReduceOp::max);   // v7: negate=True, the exp bias
         return r;
     };
-    // Stage 2: exp, sum, (v4: scores), transposes, P.V, scaling and the store.
-    auto softmax_pv = [&](uint32_t q, const RowMax& rmax) {
+    // Stage 2 in two parts. The head: v4 subtracts the max and exponentiates, v7 exponentiates
+    // from PSUM with the sum in the same activation. The tail: the sums, the reciprocal, (v4: the
+    // scores), the transposes and P.V.
+    struct PvResult {
+        uint32_t q;
+        AccessPattern acc, inv;
+    };
+    auto softmax_head = [&](uint32_t q, const RowMax& rmax) {
         const int s = static_cast<int>(q % static_cast<uint32_t>(sets));
         const QkRow& qk = rmax.qk;
-        const Tile &skv = sum_kv.take(), &sr = sum_row.take(), &inv = inv_sum.take();
+        const Tile& skv = sum_kv.take();
         const AccessPattern rm_ap = rmax.rm->ap();
         const AccessPattern e = exp_row[s].ap();
         if (v7) {
@@ -312,9 +393,16 @@ std::vector<Program> attention_fused_loop(const ChipConfig& chip, uint32_t seqle
                 scale_rows(kb, cols(nrow, kv * kBankFp32, kBankFp32), qk.parts[kv], rm_ap, AluOp::sub);
             for (uint32_t kv = 0; kv < nkv; ++kv)
                 kb.activation(cols(e, kv * kBankFp32, kBankFp32), cols(nrow, kv * kBankFp32, kBankFp32), ActFunc::exp);
+        }
+        return &skv;
+    };
+    auto softmax_pv = [&](uint32_t q, const Tile& skv) {
+        const int s = static_cast<int>(q % static_cast<uint32_t>(sets));
+        const Tile &sr = sum_row.take(), &inv = inv_sum.take();
+        const AccessPattern e = exp_row[s].ap();
+        if (!v7)
             for (uint32_t kv = 0; kv < nkv; ++kv)
                 kb.tensor_reduce(cols(skv.ap(), kv, 1), cols(e, kv * kBankFp32, kBankFp32), ReduceOp::add);
-        }
         kb.tensor_reduce(sr.ap(), skv.ap(), ReduceOp::add);
         reciprocal(kb, inv.ap(), sr.ap());
         const AccessPattern inv_ap = inv.ap();
@@ -329,26 +417,44 @@ std::vector<Program> attention_fused_loop(const ChipConfig& chip, uint32_t seqle
             kb.transpose(bank, cols(probs, t * P, P));
             kb.tensor_copy(entry(scores_t[s], t), bank, Engine::Scalar);
         }
-        const AccessPattern acc = cols(banks.take().ap(), 0, P);
+        const AccessPattern acc = own_acc ? pv_acc->take().ap() : cols(banks.take().ap(), 0, P);
         for (uint32_t t = 0; t < nt; ++t) kb.matmul(acc, entry(scores_t[s], t), entry(vt, t), t > 0);
+        return PvResult{q, acc, inv_ap};
+    };
+    // Stage 3: the accumulator out of PSUM (v7: scaled by 1/sum) and the store.
+    auto write_out = [&](const PvResult& r) {
         const Tile& o = attn_out.take();
-        if (v7) scale_rows(kb, o.ap(), acc, inv_ap);
-        else kb.tensor_copy(o.ap(), acc, Engine::Scalar);
-        store(kb, io.out.tile(uint64_t(q) * P, P, 0, P), o.ap());
+        if (v7) scale_rows(kb, o.ap(), r.acc, r.inv);
+        else kb.tensor_copy(o.ap(), r.acc, Engine::Scalar);
+        store(kb, io.out.tile(uint64_t(r.q) * P, P, 0, P), o.ap());
     };
 
-    RowMax current = qk_and_max(0);
+    // Each engine's queue is in order, so the order of issue decides what waits for what. As the
+    // list scheduler orders independent iterations: when tile q+1's QK row is ready before tile
+    // q's tail (rows issued ahead, two buffer sets), q+1's head is issued before q's tail, so
+    // VectorE and ScalarE work on q+1 while q waits on the other engine; and stage 3 of tile q
+    // is issued after stage 2 of q+1 when the accumulators have their own bank, so VectorE's
+    // scaling of q (which waits for the P.V of q) does not hold up the tiles after it.
+    const bool head_ahead = !v7 && !spill && ahead > 0 && sets >= 2;
+    std::vector<RowMax> rows;
+    std::vector<const Tile*> heads;
+    for (uint32_t q = 0; q < std::min(ahead, nq); ++q) rows.push_back(qk_and_max(q));
+    if (qk_ring) transpose_v();
+    if (head_ahead) heads.push_back(softmax_head(0, rows[0]));
+    std::optional<PvResult> pending;
     for (uint32_t q = 0; q < nq; ++q) {
-        if (!skew) {
-            softmax_pv(q, current);
-            if (q + 1 < nq) current = qk_and_max(q + 1);
-            continue;
+        if (q + ahead < nq) rows.push_back(qk_and_max(q + ahead));
+        if (!head_ahead) heads.push_back(softmax_head(q, rows[q]));
+        else if (q + 1 < nq) heads.push_back(softmax_head(q + 1, rows[q + 1]));
+        const PvResult done = softmax_pv(q, *heads[q]);
+        if (pending) write_out(*pending);
+        pending = done;
+        if (!own_acc) {
+            write_out(*pending);
+            pending.reset();
         }
-        RowMax next;
-        if (q + 1 < nq) next = qk_and_max(q + 1);
-        softmax_pv(q, current);
-        current = std::move(next);
     }
+    if (pending) write_out(*pending);
     return {kb.finish()};
 }
 
@@ -468,7 +574,7 @@ std::vector<Program> attention_fwd_v11(const ChipConfig& chip, uint32_t seqlen) 
 // The AWS fused self-attention tutorial (SD attention, small head) as Autocomp measured it:
 // q, k, v [seqlen, d_head] fp32 in HBM, mixed precision. Per 128-row q tile: QK^T per
 // 128-column k tile into PSUM, copied to an fp32 SBUF row, row max; exp with the negated max
-// as bias; sum; bf16 copy; transposes of the probabilities (TensorE) and P.V with V^T as the
+// as bias; sum; bf16 copy (per k tile); transposes of the probabilities (TensorE) and P.V with V^T as the
 // stationary operand; the division after P.V; a [d_head, 128] store into the [seqlen, d_head]
 // output (element-strided in HBM).
 //   fused_exp: exp, sum and the bf16 cast as one activation (reduce into the row sum).
@@ -536,7 +642,11 @@ std::vector<Program> fused_self_attention(const ChipConfig& chip, uint32_t seqle
         } else {
             kb.activation_ex(exp_res[s].ap(), row, ActFunc::exp, 1.0f, nullptr, 0.0f, &bias);
             kb.tensor_reduce(sum_ap, exp_res[s].ap(), ReduceOp::add);
-            kb.tensor_copy(probs, exp_res[s].ap(), Engine::Scalar);
+            // The bf16 cast, one instruction per 128-column k tile the transposes read: the published
+            // ScalarE counts (1,489 against 726 once fused, ~24 more per q tile) show the compiler
+            // split it.
+            for (uint32_t t = 0; t < nt; ++t)
+                kb.tensor_copy(cols(probs, t * P, P), cols(exp_res[s].ap(), t * P, P), Engine::Scalar);
         }
         reciprocal(kb, rc.ap(), sum_ap);
         kb.tensor_copy(dv.ap(), broadcast_cols(rc.ap(), d_head), Engine::Vector);   // broadcast_to + nl.copy
