@@ -85,6 +85,10 @@ struct DmaConfig {
     double descriptor_overhead_bytes = 128;  // small-transfer penalty: a contiguous chunk of c bytes
                                              // moves at c / (c + this) of the engine's bandwidth
     double hbm_write_efficiency = 1.0;       // SBUF -> HBM transfers run at this fraction of the queue rate
+    // dma_transpose: fraction of the queue rate from HBM and from SBUF; 0 = the chip has no DMA
+    // transpose (trn1).
+    double transpose_efficiency_hbm = 0;
+    double transpose_efficiency_sbuf = 0;
 };
 
 struct HbmConfig {

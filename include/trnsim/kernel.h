@@ -52,6 +52,10 @@ public:
     // ---- instructions (validated immediately; dependencies inserted)
     // queue < 0 picks the DMA queue round robin.
     void dma_copy(const AccessPattern& dst, const AccessPattern& src, int queue = -1);
+    // dst[F, P] = src[P, F] during the DMA (chips with dma.transpose_efficiency_*; see
+    // has_dma_transpose()).
+    void dma_transpose(const AccessPattern& dst, const AccessPattern& src, int queue = -1);
+    bool has_dma_transpose() const;
     void matmul(const AccessPattern& psum_dst, const AccessPattern& stationary,
                 const AccessPattern& moving, bool accumulate);
     void transpose(const AccessPattern& dst, const AccessPattern& src, Engine e = Engine::Tensor);
@@ -113,6 +117,7 @@ public:
         uint64_t period = 0, phase = 0, run = 0;
     };
 private:
+    void emit_dma(Opcode op, const AccessPattern& dst, const AccessPattern& src, int queue);
     void add_dependencies(Instruction& ins);
     void record_access(const Instruction& ins, uint32_t queue, uint32_t seq);
     void add_access(const Access& a);

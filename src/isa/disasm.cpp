@@ -61,6 +61,7 @@ void write_operands(std::ostringstream& os, const Instruction& ins) {
     const bool ap1 = ins.flags & F_SCALE_AP, ap2 = ins.flags & F_BIAS_AP;
     switch (ins.op) {
         case Opcode::dma_copy:
+        case Opcode::dma_transpose:
         case Opcode::nc_transpose:
         case Opcode::tensor_copy: os << " " << ap_text(ins.dst) << " <- " << ap_text(ins.src0); break;
         case Opcode::dma_gather:

@@ -277,6 +277,7 @@ private:
     void check_opcode_rules() const {
         switch (ins_.op) {
             case Opcode::dma_copy: return check_dma_copy();
+            case Opcode::dma_transpose: return check_dma_transpose();
             case Opcode::dma_gather:
             case Opcode::dma_scatter_add: return check_dma_indirect();
             case Opcode::nc_matmul: return check_matmul();
@@ -319,6 +320,21 @@ private:
         if (ins_.dst.space == MemSpace::PSUM) fail("dst in psum: DMA cannot write PSUM");
         if (ins_.dst.elems() != ins_.src0.elems())
             fail("dst elements ", ins_.dst.elems(), " != src0 elements ", ins_.src0.elems(), " (element count)");
+    }
+
+    void check_dma_transpose() const {
+        const AccessPattern &src = ins_.src0, &dst = ins_.dst;
+        if (chip_.dma.transpose_efficiency_hbm <= 0 || chip_.dma.transpose_efficiency_sbuf <= 0)
+            fail("chip ", chip_.name, " has no DMA transpose (NeuronCore-v3 and later)");
+        check_in_space("dst", dst, MemSpace::SBUF);
+        if (src.space == MemSpace::PSUM) fail("src0 in psum: DMA transpose reads HBM or SBUF");
+        if (src.dtype != dst.dtype) fail("dst dtype ", dtype_name(dst.dtype), " != src0 dtype ", dtype_name(src.dtype));
+        if (src.dtype != DType::bf16 && src.dtype != DType::f16 && src.dtype != DType::f32)
+            fail("dtype ", dtype_name(src.dtype), " not transposable by DMA (2- or 4-byte float)");
+        if (src.ndim != 1 || dst.ndim != 1) fail("DMA transpose takes one free dim on each side");
+        if (dst.partitions != src.size[0] || dst.size[0] != src.partitions)
+            fail("dst [", dst.partitions, ", ", dst.size[0], "] is not the transpose of src0 [", src.partitions, ", ",
+                 src.size[0], "]");
     }
 
     // Indirect DMA: a table [1, rows, row...], the other side [P, n * row], indices src1 [P, n] i32 in SBUF.

@@ -29,6 +29,7 @@ uint64_t instruction_flops(const Instruction& ins) {
         case Opcode::tensor_scalar: return ins.dst.elems() * (ins.alu1 != AluOp::bypass ? 2 : 1);
         case Opcode::tensor_reduce: return ins.src0.elems();
         case Opcode::dma_copy:
+        case Opcode::dma_transpose:
         case Opcode::dma_gather:
         case Opcode::dma_scatter_add:
         case Opcode::nc_transpose:
@@ -54,7 +55,7 @@ uint64_t instruction_hbm_bytes(const Instruction& ins) {
         if (rows.space == MemSpace::HBM) bytes += rows.bytes();
         return bytes;
     }
-    if (ins.op != Opcode::dma_copy) return 0;
+    if (ins.op != Opcode::dma_copy && ins.op != Opcode::dma_transpose) return 0;
     uint64_t bytes = 0;
     if (ins.src0.space == MemSpace::HBM) bytes += ins.src0.bytes();
     if (ins.dst.space == MemSpace::HBM) bytes += ins.dst.bytes();

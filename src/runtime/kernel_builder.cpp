@@ -434,7 +434,15 @@ static Instruction make(Opcode op, Engine e) {
 }
 
 void KernelBuilder::dma_copy(const AccessPattern& dst, const AccessPattern& src, int queue) {
-    Instruction ins = make(Opcode::dma_copy, Engine::DMA);
+    emit_dma(Opcode::dma_copy, dst, src, queue);
+}
+
+void KernelBuilder::dma_transpose(const AccessPattern& dst, const AccessPattern& src, int queue) {
+    emit_dma(Opcode::dma_transpose, dst, src, queue);
+}
+
+void KernelBuilder::emit_dma(Opcode op, const AccessPattern& dst, const AccessPattern& src, int queue) {
+    Instruction ins = make(op, Engine::DMA);
     if (queue < 0) {
         queue = static_cast<int>(next_dma_queue_);
         next_dma_queue_ = (next_dma_queue_ + 1) % chip_.dma.queues;
@@ -443,6 +451,10 @@ void KernelBuilder::dma_copy(const AccessPattern& dst, const AccessPattern& src,
     ins.dst = dst;
     ins.src0 = src;
     emit(ins);
+}
+
+bool KernelBuilder::has_dma_transpose() const {
+    return chip_.dma.transpose_efficiency_hbm > 0 && chip_.dma.transpose_efficiency_sbuf > 0;
 }
 
 void KernelBuilder::matmul(const AccessPattern& psum_dst, const AccessPattern& stationary,

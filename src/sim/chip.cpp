@@ -117,6 +117,8 @@ const std::vector<Field>& field_table() {
         TRNSIM_FIELD("dma.fixed_latency_ns", NonNegativeReal, c.dma.fixed_latency_ns);
         TRNSIM_FIELD("dma.descriptor_overhead_bytes", NonNegativeReal, c.dma.descriptor_overhead_bytes);
         TRNSIM_FIELD("dma.hbm_write_efficiency", PositiveReal, c.dma.hbm_write_efficiency);
+        TRNSIM_FIELD("dma.transpose_efficiency_hbm", NonNegativeReal, c.dma.transpose_efficiency_hbm);
+        TRNSIM_FIELD("dma.transpose_efficiency_sbuf", NonNegativeReal, c.dma.transpose_efficiency_sbuf);
         TRNSIM_FIELD("hbm.capacity_bytes", Bytes, c.hbm.capacity_bytes);
         TRNSIM_FIELD("hbm.bandwidth_gbps", PositiveReal, c.hbm.bandwidth_gbps);
         TRNSIM_FIELD("hbm.stacks", PositiveInt, c.hbm.stacks);

@@ -242,7 +242,8 @@ RunStats NeuronCore::run(const Program& program, std::vector<InstrRecord>* recor
         if (ins.op == Opcode::nc_matmul) st.matmul_flops += flops;
         st.hbm_bytes += hbm;
         if (records) {
-            uint64_t bytes = ins.op == Opcode::dma_copy ? ins.src0.elems() * dtype_size(ins.dst.dtype)
+            uint64_t bytes = ins.op == Opcode::dma_copy || ins.op == Opcode::dma_transpose
+                                 ? ins.src0.elems() * dtype_size(ins.dst.dtype)
                                                         : ins.dst.bytes();
             records->push_back(InstrRecord{index, ins.tag, ins.op, static_cast<uint8_t>(q), s.start_ps, s.end_ps,
                                            bytes, hbm, flops, s.throttled_ps});

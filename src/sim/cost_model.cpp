@@ -159,6 +159,16 @@ DmaCost dma_cost(const Instruction& ins, const ChipConfig& chip) {
         c.fixed_ps = static_cast<int64_t>(std::llround(chip.dma.fixed_latency_ns * 1000.0));
         return c;
     }
+    if (ins.op == Opcode::dma_transpose) {
+        // The element-wise shuffle runs at a fixed fraction of the queue rate (by source memory).
+        c.bytes = ins.src0.bytes();
+        const bool from_hbm = ins.src0.space == MemSpace::HBM;
+        c.rate_bytes_per_ps = chip.dma.bytes_per_ns_per_queue *
+                              (from_hbm ? chip.dma.transpose_efficiency_hbm : chip.dma.transpose_efficiency_sbuf) / 1000.0;
+        c.hbm_sides = from_hbm;
+        c.fixed_ps = static_cast<int64_t>(std::llround(chip.dma.fixed_latency_ns * 1000.0));
+        return c;
+    }
     if (ins.op != Opcode::dma_copy) return c;
     uint64_t elems = ins.src0.elems();
     c.bytes = elems * std::max(dtype_size(ins.src0.dtype), dtype_size(ins.dst.dtype));

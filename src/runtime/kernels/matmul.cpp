@@ -84,23 +84,35 @@ int b_buffers(const MatmulArgs& a, const Blocking& b) {
 
 bool has_epilogue_operand(const MatmulArgs& a) { return a.accumulate || a.addend.present; }
 
-uint64_t sbuf_need(const MatmulArgs& a, const Blocking& b, bool k_blocked) {
+// Which operands stored the other way round are transposed on the way in by the DMA (chips with
+// dma_transpose, 2- and 4-byte floats) instead of through row pieces and TensorE transposes.
+struct DmaTransposes {
+    bool a = false, b = false;
+    bool pieces(const MatmulArgs& m) const { return (!m.a_transposed && !a) || (m.b_transposed && !b); }
+};
+
+DmaTransposes dma_transposes(const KernelBuilder& kb, const MatmulArgs& a) {
+    auto ok = [&](DType dt) { return kb.has_dma_transpose() && (dt == DType::bf16 || dt == DType::f16 || dt == DType::f32); };
+    return {!a.a_transposed && ok(a.a_dtype), a.b_transposed && ok(a.b_dtype)};
+}
+
+uint64_t sbuf_need(const MatmulArgs& a, const Blocking& b, bool k_blocked, bool pieces) {
     uint64_t nkt = ceil_div(b.KB, kTileK);
     uint64_t need = a_buffers(a, b) * nkt * b.MB * dtype_size(a.a_dtype)     // A^T panels
                     + b_buffers(a, b) * nkt * b.NB * dtype_size(a.b_dtype)   // B panels
                     + kStagingRotation * kTileN * dtype_size(a.c_dtype);     // output staging
     if (has_epilogue_operand(a)) need += 2 * kTileN * 4;                     // addend tiles (fp32)
     if (a.alpha != 1.0f) need += kTileN * 4;                                 // scaled product (fp32)
-    if (!a.a_transposed || a.b_transposed)                                   // row pieces
+    if (pieces)                                                              // row pieces
         need += kPieceRotation * kPieceTiles * kTileK * std::max(dtype_size(a.a_dtype), dtype_size(a.b_dtype));
     if (k_blocked) need += static_cast<uint64_t>(ceil_div(b.MB, kTileM)) * b.NB * 4;        // fp32 accumulators
     return need + 64 * 24;   // alignment slack
 }
 
-Blocking choose_blocking(const MatmulArgs& a, uint64_t budget) {
+Blocking choose_blocking(const MatmulArgs& a, uint64_t budget, bool pieces) {
     Blocking b{std::min(round_up(a.M, kTileM), 2048u), std::min(round_up(a.N, kTileN), 2048u),
                std::max(kTileK, round_up(a.K, kTileK))};
-    while (sbuf_need(a, b, b.KB < a.K) > budget) {
+    while (sbuf_need(a, b, b.KB < a.K, pieces) > budget) {
         if (b.KB > 2048) b.KB = round_up(b.KB / 2, kTileK);
         else if (b.MB > kTileM * 4) b.MB = round_up(b.MB / 2, kTileM);
         else if (b.NB > kTileN) b.NB = round_up(b.NB / 2, kTileN);
@@ -131,7 +143,8 @@ void build_matmul(KernelBuilder& kb, const MatmulArgs& args) {
     const HbmMatrix D{addend.addr, addend.arg, addend.dtype, addend.row_stride, addend.col_stride, addend.batch_stride};
 
     const ChipConfig& chip = kb.chip();
-    const Blocking blk = choose_blocking(a, chip.sbuf.bytes_per_partition * 85 / 100);
+    const DmaTransposes dma_t = dma_transposes(kb, a);
+    const Blocking blk = choose_blocking(a, chip.sbuf.bytes_per_partition * 85 / 100, dma_t.pieces(a));
     const bool k_blocked = blk.KB < a.K;
     const uint32_t nkt_max = ceil_div(blk.KB, kTileK);
 
@@ -140,7 +153,7 @@ void build_matmul(KernelBuilder& kb, const MatmulArgs& args) {
     for (int i = 0; i < n_a_panels; ++i) a_panel[i] = kb.alloc_sbuf(kTileK, {nkt_max, blk.MB}, a.a_dtype);
     for (int i = 0; i < n_b_panels; ++i) b_panel[i] = kb.alloc_sbuf(kTileK, {nkt_max, blk.NB}, a.b_dtype);
     // Row pieces (raw bytes, viewed in the dtype of the operand being transposed).
-    const bool any_transposed_load = !a.a_transposed || a.b_transposed;
+    const bool any_transposed_load = dma_t.pieces(a);
     const DType piece_dtype = dtype_size(a.a_dtype) >= dtype_size(a.b_dtype) ? a.a_dtype : a.b_dtype;
     std::vector<Tile> pieces;
     if (any_transposed_load)
@@ -173,6 +186,9 @@ void build_matmul(KernelBuilder& kb, const MatmulArgs& args) {
     uint32_t load_next = 0, store_next = 0;
     auto load = [&](const AccessPattern& dst, const AccessPattern& src) {
         kb.dma_copy(dst, src, static_cast<int>(load_next++ % load_queues));
+    };
+    auto load_transposed = [&](const AccessPattern& dst, const AccessPattern& src) {
+        kb.dma_transpose(dst, src, static_cast<int>(load_next++ % load_queues));
     };
     // A store is split by partition groups over the store queues to shorten the kernel's tail.
     auto store = [&](const AccessPattern& dst, const AccessPattern& src) {
@@ -336,17 +352,22 @@ void build_matmul(KernelBuilder& kb, const MatmulArgs& args) {
                     a_buf = (a_buf + 1) % n_a_panels;
                     const Tile& ap = a_panel[a_buf];
                     const Tile& bp = b_panel[b_buf];
+                    // Panel chunks straight from HBM: stored [K, cols], or [cols, K] transposed by the DMA.
                     auto load_b_chunk = [&](uint32_t c0) {
                         const uint32_t cn = std::min(kTileN, nb - c0);
                         for (uint32_t kt = 0; kt < nkt; ++kt) {
                             const uint32_t ks = std::min(kTileK, kbsz - kt * kTileK);
-                            load(panel_ap(bp, kt, blk.NB, ks, c0, cn), B.block(bi, k0 + kt * kTileK, ks, n0 + c0, cn));
+                            const AccessPattern dst = panel_ap(bp, kt, blk.NB, ks, c0, cn);
+                            if (dma_t.b) load_transposed(dst, B.block(bi, n0 + c0, cn, k0 + kt * kTileK, ks));
+                            else load(dst, B.block(bi, k0 + kt * kTileK, ks, n0 + c0, cn));
                         }
                     };
                     auto load_a_chunk = [&](uint32_t c0, uint32_t width) {
                         for (uint32_t kt = 0; kt < nkt; ++kt) {
                             const uint32_t ks = std::min(kTileK, kbsz - kt * kTileK);
-                            load(panel_ap(ap, kt, blk.MB, ks, c0, width), A.block(bi, k0 + kt * kTileK, ks, m0 + c0, width));
+                            const AccessPattern dst = panel_ap(ap, kt, blk.MB, ks, c0, width);
+                            if (dma_t.a) load_transposed(dst, A.block(bi, m0 + c0, width, k0 + kt * kTileK, ks));
+                            else load(dst, A.block(bi, k0 + kt * kTileK, ks, m0 + c0, width));
                         }
                     };
                     // The first n chunk sweeps every m tile, so B's first chunk and all of A come first;
@@ -355,7 +376,8 @@ void build_matmul(KernelBuilder& kb, const MatmulArgs& args) {
                     // jobs in that same order: [B chunk 0, A by m tile, B chunk 1, ...]; before the
                     // matmuls of a tile the jobs it needs run, plus an even share of those the next
                     // chunk needs, so transposes interleave with matmuls instead of stalling them.
-                    const bool transpose_b = load_b && a.b_transposed, transpose_a = !a.a_transposed;
+                    const bool transpose_b = load_b && a.b_transposed && !dma_t.b,
+                               transpose_a = !a.a_transposed && !dma_t.a;
                     jobs.clear();
                     jobs_loaded = jobs_done = 0;
                     std::vector<size_t> b_jobs_end;   // jobs through B chunk c (c >= 1), per chunk
@@ -372,14 +394,15 @@ void build_matmul(KernelBuilder& kb, const MatmulArgs& args) {
                             transpose_jobs(jobs, B, bp, blk.NB, bi, n0 + c0, std::min(kTileN, nb - c0), k0, kbsz, c0);
                         b_jobs_end.push_back(jobs.size());
                     }
-                    if (load_b && !a.b_transposed) load_b_chunk(0);
-                    if (a.a_transposed)
+                    const bool load_b_direct = load_b && (!a.b_transposed || dma_t.b);
+                    if (load_b_direct) load_b_chunk(0);
+                    if (a.a_transposed || dma_t.a)
                         for (uint32_t c0 = 0; c0 < mb; c0 += kTileN) load_a_chunk(c0, std::min(kTileN, mb - c0));
 
                     // ---- compute and evacuate
                     for (uint32_t nc = 0, chunk = 0; nc < nb; nc += kTileN, ++chunk) {
                         const uint32_t ns = std::min(kTileN, nb - nc);
-                        if (load_b && !a.b_transposed && nc + kTileN < nb) load_b_chunk(nc + kTileN);
+                        if (load_b_direct && nc + kTileN < nb) load_b_chunk(nc + kTileN);
                         const size_t next_chunk_needs = chunk + 1 < b_jobs_end.size() ? b_jobs_end[chunk + 1] : jobs.size();
                         for (uint32_t mt = 0; mt < mb; mt += kTileM) {
                             const uint32_t ms = std::min(kTileM, mb - mt);

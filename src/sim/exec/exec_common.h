@@ -26,6 +26,9 @@ namespace exec {
 enum ScratchSlot { kScratchA, kScratchB, kScratchC, kScratchD, kScratchE, kNumScratch };
 float* scratch(ScratchSlot slot, size_t n);
 
+// dst[f, p] = src0[p, f] with the free dims of each side flattened (nc_transpose, dma_transpose).
+void transpose(CoreMemory& mem, const Instruction& ins);
+
 // An operand's fp32 values as one row per partition. When the operand is an fp32 on-chip
 // tile whose free elements are contiguous within each partition, the rows point straight
 // into SBUF/PSUM (no copy); otherwise they are rows of a dense scratch copy.

@@ -1,9 +1,12 @@
-// nc_transpose: dst[f, p] = src0[p, f], free dims flattened (exact for every float dtype).
+// nc_transpose: dst[f, p] = src0[p, f], free dims flattened (exact for every float dtype); the
+// shared exec::transpose also runs dma_transpose.
 #include "exec_common.h"
 
 namespace trnsim {
 
-void exec_nc_transpose(CoreMemory& mem, const Instruction& ins) {
+void exec_nc_transpose(CoreMemory& mem, const Instruction& ins) { exec::transpose(mem, ins); }
+
+void exec::transpose(CoreMemory& mem, const Instruction& ins) {
     const uint32_t P = ins.src0.partitions;
     const uint64_t F = ins.src0.free_elems();
     if (ins.dst.partitions != F || ins.dst.free_elems() != P)
