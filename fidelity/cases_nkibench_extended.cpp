@@ -54,8 +54,8 @@ void add_nkibench_extended_cases(std::vector<Case>& v) {
         {"rope_single_freq_apply", "rope (single frequency, halves) B1 H64 N4096 D128", 4.333, 14.1, 71.6, 268.4,
          134.2, nkibench_rope,
          "the tile loop is a Python range (nl.sequential_range in neuronxcc), so tiles are not software-pipelined: "
-         "each tile's loads queue behind the previous tile's store; the partition-shifting copies take 1.19 us each "
-         "on ScalarE against 0.45 us simulated (no published cost for a partition shift)"},
+         "each tile's loads queue behind the previous tile's store; the partition-shifting ScalarE copy and VectorE "
+         "sum run at the cross-partition rate fitted on this kernel's ScalarE time (scalar.cross_partition_cycles_per_elem)"},
         {"mamba", "mamba M7168 C256 S16 (v1 loop nest, one accumulator spilled)", 2.889, 18.6, 61.3, 181.7, 62.4,
          nkibench_mamba,
          "B/C broadcast by K=1 matmuls (the published 117.4 M hardware flops); published read 181.7 MB is "

@@ -676,7 +676,11 @@ std::vector<Program> nkibench_gqa_full(const ChipConfig& chip) {
 // rope_single_freq_apply_B1_H64_N4096_D128: x [128, 262144] (d_head on partitions), cos and sin
 // [64, 262144]. Per 512-column tile (512): load x, cos, sin; copy the odd half (partitions 64-127)
 // down to partitions 0-63 (nl.copy, ScalarE); four [64, 512] products and the difference / sum on
-// VectorE, written to the two halves of the output tile; store [128, 512].
+// VectorE, written to the two halves of the output tile; store [128, 512]. The copy and the sum
+// (written to partitions 64-127) shift partitions, which runs at the engines' cross-partition rate;
+// the two products of the even half, which do not wait for the ScalarE copy, are issued before the
+// two of the odd half (the compiler's list scheduler places ready instructions first; the source
+// writes e*cos, o*cos, e*sin, o*sin).
 // Unlike the other NKIBench kernels (compiler-emitted, nl.affine_range loops) this one is written
 // by hand with a Python range loop, which neuronxcc replaces by nl.sequential_range: the compiler
 // respects iteration order and does not software-pipeline the loads ahead of the previous tile's
@@ -700,8 +704,8 @@ std::vector<Program> nkibench_rope(const ChipConfig& chip) {
                             f = os.take().ap(), r = res.take().ap();
         kb.tensor_copy(o, sub(xt, H, H), Engine::Scalar);
         kb.tensor_tensor(a, xe, co, AluOp::mul);
-        kb.tensor_tensor(b, o, co, AluOp::mul);
         kb.tensor_tensor(e, xe, si, AluOp::mul);
+        kb.tensor_tensor(b, o, co, AluOp::mul);
         kb.tensor_tensor(f, o, si, AluOp::mul);
         kb.tensor_tensor(sub(r, 0, H), a, f, AluOp::sub);
         kb.tensor_tensor(sub(r, H, H), b, e, AluOp::add);

@@ -35,6 +35,9 @@ struct StreamEngineConfig {
     bool access_overhead_pipelined = false;
     uint32_t psum_access_overhead_cycles = 0;  // static overhead of a PSUM operand (instead of the SBUF one)
     uint32_t divide_cycles_per_elem = 1;       // cycles per element of an ALU divide (reciprocal) stage
+    // Cycles per element when the destination starts on another partition than the source (the
+    // cross-half / cross-quadrant movement of NeuronCore-v2); 1 = no slower than the same-partition rate.
+    uint32_t cross_partition_cycles_per_elem = 1;
 };
 
 struct TensorEngineConfig {

@@ -76,6 +76,8 @@ void add_stream_engine(std::vector<Field>& fields, const std::string& name,
                       member(&StreamEngineConfig::psum_access_overhead_cycles)});
     fields.push_back({name + ".divide_cycles_per_elem", Kind::PositiveInt,
                       member(&StreamEngineConfig::divide_cycles_per_elem)});
+    fields.push_back({name + ".cross_partition_cycles_per_elem", Kind::PositiveInt,
+                      member(&StreamEngineConfig::cross_partition_cycles_per_elem)});
 }
 
 // Every YAML field, in the order of ChipConfig (and of the preset files).

@@ -9,7 +9,8 @@
 //                         for PSUM operands; on engines where it is pipelined, only when the
 //                         instruction waited, i.e. the engine was idle before it) and a turnaround
 //                         when it depends on its predecessor
-//                         tensor_tensor_scan max(MIN_II, 2N)
+//                         tensor_tensor_scan max(MIN_II, 2N); at least cross_partition_cycles_per_elem
+//                         x N when the destination starts on another partition than the source
 //   GpSimd                fixed start (~150) + N
 //   DMA                   fixed latency + bytes / (queue bandwidth x descriptor efficiency
 //                         [x HBM write efficiency for SBUF -> HBM]),
@@ -37,6 +38,13 @@ const StreamEngineConfig& stream_engine(const ChipConfig& chip, Engine e) {
         case Engine::GpSimd: return chip.gpsimd;
         default: return chip.vector;
     }
+}
+
+// The destination starts on another partition than the (same-sized) source: the cross-half or
+// cross-quadrant data movement of the engines (trainium_inferentia2_arch, Cross-Partition Connectivity).
+bool crosses_partitions(const Instruction& ins) {
+    return opcode_info(ins.op).nsrc > 0 && ins.src0.valid() && ins.src0.space != MemSpace::HBM &&
+           ins.src0.partitions == ins.dst.partitions && ins.src0.start_partition != ins.dst.start_partition;
 }
 
 bool divides(const Instruction& ins) {
@@ -86,6 +94,7 @@ double stream_cycles(const Instruction& ins, const StreamEngineConfig& eng, bool
         case Opcode::barrier: return 0;
         default: c = std::max(min_ii, n / rate); break;
     }
+    if (crosses_partitions(ins)) c = std::max(c, eng.cross_partition_cycles_per_elem * n / rate);
     c += eng.fixed_overhead_cycles;
     const bool dependent = ins.flags & F_DEPENDS_ON_PREV;
     if (!(eng.access_overhead_pipelined && back_to_back))

@@ -366,6 +366,33 @@ TEST(TimingScalarE, PsumOperandPaysThePsumAccessOverhead) {
     EXPECT_EQ(dur(r.rec[0]), ps(512.0 + a.access_overhead_cycles + a.psum_access_overhead_cycles, a.clock_ghz));
 }
 
+TEST(TimingScalarE, PartitionShiftRunsAtTheCrossPartitionRate) {
+    ChipConfig chip = load_chip("trn1");
+    ASSERT_GT(chip.scalar.cross_partition_cycles_per_elem, 1u);
+    ASSERT_GT(chip.vector.cross_partition_cycles_per_elem, chip.vector.two_input_cycles_per_elem);
+    NeuronCore core(chip, ExecMode::TimingOnly, 1 << 20);
+    KernelBuilder kb(chip, "shift");
+    Tile x = kb.alloc_sbuf(128, {512}, DType::f32), lo = kb.alloc_sbuf(64, {512}, DType::f32);
+    Tile same = kb.alloc_sbuf(64, {512}, DType::f32), y = kb.alloc_sbuf(128, {512}, DType::f32);
+    auto half = [](AccessPattern ap, uint16_t start) {
+        ap.start_partition = static_cast<uint16_t>(ap.start_partition + start);
+        ap.partitions = 64;
+        return ap;
+    };
+    kb.tensor_copy(lo.ap(), half(x.ap(), 64), Engine::Scalar);    // partitions 64-127 -> 0-63
+    kb.tensor_copy(same.ap(), half(x.ap(), 0), Engine::Scalar);   // 0-63 -> 0-63
+    kb.tensor_tensor(half(y.ap(), 64), lo.ap(), same.ap(), AluOp::add);  // VectorE, 0-63 -> 64-127
+    kb.tensor_tensor(half(y.ap(), 0), lo.ap(), same.ap(), AluOp::sub);   // back to back, no shift
+    Ran r = run(core, kb.finish());
+    const auto& a = chip.scalar;
+    const auto& v = chip.vector;
+    EXPECT_EQ(dur(r.rec[0]), ps(512.0 * a.cross_partition_cycles_per_elem + 2 * a.access_overhead_cycles, a.clock_ghz));
+    EXPECT_EQ(dur(r.rec[1]), ps(512.0 + 2 * a.access_overhead_cycles, a.clock_ghz));
+    // The first VectorE instruction found the engine idle (three accesses); the second issues back to back.
+    EXPECT_EQ(dur(r.rec[2]), ps(512.0 * v.cross_partition_cycles_per_elem + 3 * v.access_overhead_cycles, v.clock_ghz));
+    EXPECT_EQ(dur(r.rec[3]), ps(512.0 * v.two_input_cycles_per_elem, v.clock_ghz));
+}
+
 namespace {
 
 // VectorE and GpSimdE each run one independent SBUF instruction; returns (VectorE, GpSimd) records.
