@@ -38,9 +38,11 @@ constexpr uint32_t kPsumBankFp32 = 512;   // one 2 KiB PSUM bank of fp32 per par
 // fused_mamba.rst show it (TensorE activity in kernels without a matmul): the row is loaded onto
 // one partition and multiplied by a row of ones on the TensorE, one PSUM bank (512 fp32 columns)
 // at a time. A row of up to 512 columns is read by VectorE straight from PSUM; a longer one does
-// not fit a PSUM tile (one bank) and is copied bank by bank into an SBUF tile on VectorE. Those
-// copies are why v2 (whole-sequence tiles) runs ~1.33x v3 (512-column tiles) at seq 1024-6144
-// with the same instructions otherwise (fused_mamba.rst scaling table).
+// not fit a PSUM tile (one bank) and is copied bank by bank into an SBUF tile on ScalarE, the
+// engine the compiler gives PSUM evictions the source leaves to it (NKIBench mamba, the compiled
+// form of this loop nest, evicts its broadcasts there: published ScalarE 537 us, simulated 534).
+// VectorE then waits on those copies, which is why v2 (whole-sequence tiles) runs slower than v3
+// (512-column tiles) at seq 1024-6144 with the same VectorE instructions otherwise.
 struct RowBroadcast {
     Tile ones;                  // [1, 128] of 1.0: the stationary operand
     Rotation staging;           // [1, 512] rows for broadcasts read from PSUM
@@ -71,7 +73,7 @@ struct RowBroadcast {
             const uint32_t w = std::min(kPsumBankFp32, n - c);
             const AccessPattern bank = cols(banks.take().ap(), 0, w);
             kb.matmul(bank, ones.ap(), cols(stage, c, w), false);
-            kb.tensor_copy(cols(sbuf_tile, c, w), bank, Engine::Vector);
+            kb.tensor_copy(cols(sbuf_tile, c, w), bank, Engine::Scalar);
         }
         return sbuf_tile;
     }
