@@ -18,7 +18,7 @@ std::vector<Program> matmul_tiled(const ChipConfig& chip, const MatmulShape& s);
 std::vector<Program> matmul_hoisted(const ChipConfig& chip, const MatmulShape& s);
 std::vector<Program> matmul_block_free(const ChipConfig& chip, const MatmulShape& s, uint32_t tiles_m, uint32_t tiles_n);
 std::vector<Program> matmul_blocked(const ChipConfig& chip, const MatmulShape& s, uint32_t tiles_m, uint32_t tiles_n,
-                       uint32_t tiles_k, int panel_buffers);
+                       uint32_t tiles_k, int panel_buffers, bool packed_store = false);
 
 // ---- micro measurements (kernels/micro.cpp)
 // One HBM->SBUF transfer of 'bytes' onto 'partitions' partitions on DMA engine 0.

@@ -4,6 +4,7 @@
 #include "kernels.h"
 
 #include <algorithm>
+#include <optional>
 #include <vector>
 
 #include "common.h"
@@ -136,24 +137,34 @@ std::vector<Program> matmul_block_free(const ChipConfig& chip, const MatmulShape
 // nki_matmul_fully_optimized_: blocks of tiles_m x tiles_n x tiles_k tiles. Loop order
 // n-block -> k-block (sequential) -> m-block; each finished PSUM tile is added into an
 // SBUF accumulator holding the whole M x BN result column (VectorE tensor_tensor add);
-// the column is stored after the last k block.
+// the column is stored after the last k block. With packed_store (the trn2 v5 source), the
+// panels live only during an n block's k loop, and each 128-row strip's tiles are then copied
+// (VectorE tensor_copy) into a [128, BN] buffer that the store reads; in fp32 the accumulator
+// column and the single-buffered panels fill the 224 KiB partition, so the buffer takes the
+// panels' space.
 std::vector<Program> matmul_blocked(const ChipConfig& chip, const MatmulShape& s, uint32_t tiles_m, uint32_t tiles_n,
-                       uint32_t tiles_k, int panel_buffers) {
+                       uint32_t tiles_k, int panel_buffers, bool packed_store) {
     KernelBuilder kb(chip, "matmul_blocked");
     HbmArena hbm;
     Operands o = operands(hbm, s);
     const uint32_t BM = tiles_m * TM, BN = tiles_n * TN, BK = tiles_k * TK;
     const uint32_t mtiles = ceil_div(s.M, TM);
-    Rotation lt(kb, panel_buffers, TK, {tiles_k * BM}, s.dtype), rt(kb, panel_buffers, TK, {tiles_k * BN}, s.dtype);
+    std::optional<Rotation> lt, rt;
+    auto alloc_panels = [&] {
+        lt.emplace(kb, panel_buffers, TK, std::vector<uint32_t>{tiles_k * BM}, s.dtype);
+        rt.emplace(kb, panel_buffers, TK, std::vector<uint32_t>{tiles_k * BN}, s.dtype);
+    };
+    if (!packed_store) alloc_panels();
     Tile result = kb.alloc_sbuf(TM, {mtiles * BN}, s.dtype);
     PsumRotation ps(kb, 8, TM, TN);
     for (uint64_t n = 0; n < s.N; n += BN) {
         for (uint32_t t = 0; t < mtiles * tiles_n; ++t) kb.memset(cols(result.ap(), t * TN, TN), 0.0f);
+        if (packed_store) alloc_panels();
         for (uint64_t k = 0; k < s.K; k += BK) {
-            const Tile& b = rt.take();
+            const Tile& b = rt->take();
             for (uint32_t bk = 0; bk < tiles_k; ++bk) load(kb, cols(b.ap(), bk * BN, BN), o.rhs.tile(k + bk * TK, TK, n, BN));
             for (uint64_t m = 0; m < s.M; m += BM) {
-                const Tile& a = lt.take();
+                const Tile& a = lt->take();
                 for (uint32_t bk = 0; bk < tiles_k; ++bk)
                     load(kb, cols(a.ap(), bk * BM, BM), o.lhsT.tile(k + bk * TK, TK, m, BM));
                 for (uint32_t bn = 0; bn < tiles_n; ++bn)
@@ -168,8 +179,21 @@ std::vector<Program> matmul_blocked(const ChipConfig& chip, const MatmulShape& s
                     }
             }
         }
-        for (uint32_t mt = 0; mt < mtiles; ++mt)
-            store(kb, o.out.tile(mt * TM, TM, n, BN), cols(result.ap(), mt * BN, BN));
+        if (!packed_store) {
+            for (uint32_t mt = 0; mt < mtiles; ++mt)
+                store(kb, o.out.tile(mt * TM, TM, n, BN), cols(result.ap(), mt * BN, BN));
+            continue;
+        }
+        for (const std::optional<Rotation>* r : {&lt, &rt})
+            for (const Tile& t : (*r)->tiles) kb.release(t);
+        Rotation packed(kb, 2, TM, {BN}, s.dtype);
+        for (uint32_t mt = 0; mt < mtiles; ++mt) {
+            const Tile& p = packed.take();
+            for (uint32_t bn = 0; bn < tiles_n; ++bn)
+                kb.tensor_copy(cols(p.ap(), bn * TN, TN), cols(result.ap(), mt * BN + bn * TN, TN), Engine::Vector);
+            store(kb, o.out.tile(mt * TM, TM, n, BN), p.ap());
+        }
+        for (const Tile& t : packed.tiles) kb.release(t);
     }
     return {kb.finish()};
 }

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "fidelity.h"
+#include "kernels/kernels.h"
 
 using namespace trnsim::fidelity;
 
@@ -52,4 +53,25 @@ TEST(FidelitySlice, SummaryCountsOnlyCountedPointsAndTakesTheMedian) {
     EXPECT_EQ(s.points, 2);
     EXPECT_DOUBLE_EQ(s.median_abs_error, 0.20);
     EXPECT_DOUBLE_EQ(s.max_abs_error, 0.30);
+}
+
+// The trn2 v5 source copies each finished 128-row strip into a packed [128, 1024] buffer before
+// its store. Its fp32 accumulator column and panels fill the 224 KiB partition, so the buffer only
+// fits once an n block's panels are released: building the program checks that, and the copies
+// are the VectorE instructions beyond the accumulating adds and the memsets.
+TEST(FidelitySlice, Trn2Fp32BlockedPackedStoreReusesThePanelSpace) {
+    const trnsim::ChipConfig chip = trnsim::load_chip("trn2");
+    const MatmulShape v5{4096, 8192, 8192, trnsim::DType::f32};
+    const std::vector<trnsim::Program> progs = matmul_blocked(chip, v5, 16, 2, 8, 1, true);
+    size_t adds = 0, memsets = 0, copies = 0;
+    for (const trnsim::Program& p : progs)
+        for (const trnsim::Instruction& ins : p.instrs) {
+            if (ins.engine != trnsim::Engine::Vector) continue;
+            adds += ins.op == trnsim::Opcode::tensor_tensor;
+            memsets += ins.op == trnsim::Opcode::memset;
+            copies += ins.op == trnsim::Opcode::tensor_copy;
+        }
+    EXPECT_EQ(adds, 4096u);     // 8 n blocks x 8 k blocks x 64 PSUM tiles
+    EXPECT_EQ(memsets, 512u);   // the 64 accumulator tiles, per n block
+    EXPECT_EQ(copies, 512u);    // 32 strips x 2 tiles, per n block
 }
