@@ -9,6 +9,7 @@
 // implicit (queues are in order). This is the job semaphores do in real
 // compiled NEFFs, so tiling and double buffering give overlap automatically.
 #pragma once
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -129,7 +130,9 @@ private:
     uint32_t next_dma_queue_ = 0;
     bool args_may_alias_ = false;
     std::vector<uint32_t> queue_count_;      // instructions emitted per queue
-    std::vector<Access> accesses_;           // live footprints (pruned as they are overwritten)
+    // Live footprints (pruned as they are overwritten), one list per MemSpace: a footprint can
+    // only meet records of its own memory.
+    std::array<std::vector<Access>, 3> accesses_;
     std::vector<uint32_t> fence_;            // queue_count_ at the last barrier()
     uint64_t fence_pending_ = 0;             // queues that have not yet waited on the last barrier
 

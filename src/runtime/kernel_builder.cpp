@@ -302,7 +302,7 @@ void KernelBuilder::add_dependencies(Instruction& ins) {
     const int64_t prev_seq = static_cast<int64_t>(queue_count_[q]) - 1;
     bool depends_on_prev = false;
     auto check = [&](const Footprint& f, bool is_write) {
-        for (const Access& a : accesses_) {
+        for (const Access& a : accesses_[static_cast<size_t>(f.space)]) {
             if (!overlaps(f, a, args_may_alias_)) continue;
             if (!is_write && !a.is_write) continue;   // read after read: no hazard
             if (a.queue == q) {
@@ -344,9 +344,8 @@ void KernelBuilder::record_access(const Instruction& ins, uint32_t queue, uint32
     for (const Footprint& f : writes) {
         // A write supersedes every earlier access it fully covers: later hazards are with this write,
         // which is itself ordered after them.
-        accesses_.erase(std::remove_if(accesses_.begin(), accesses_.end(),
-                                       [&](const Access& a) { return covers(f, a); }),
-                        accesses_.end());
+        std::vector<Access>& live = accesses_[static_cast<size_t>(f.space)];
+        live.erase(std::remove_if(live.begin(), live.end(), [&](const Access& a) { return covers(f, a); }), live.end());
         add_access(access_of(f, true, queue, seq));
     }
     for (const Footprint& f : reads) add_access(access_of(f, false, queue, seq));
@@ -361,8 +360,9 @@ void KernelBuilder::record_access(const Instruction& ins, uint32_t queue, uint32
 // double buffers, so they are never folded.
 void KernelBuilder::add_access(const Access& n) {
     constexpr size_t kFoldAt = 64;
+    std::vector<Access>& live = accesses_[static_cast<size_t>(n.space)];
     size_t same_group = 0;
-    for (Access& a : accesses_) {
+    for (Access& a : live) {
         if (a.is_write != n.is_write || a.queue != n.queue || a.space != n.space || a.arg != n.arg) continue;
         if (a.p0 == n.p0 && a.p1 == n.p1 && a.b0 == n.b0 && a.b1 == n.b1 && a.period == n.period &&
             a.phase == n.phase && a.run == n.run) {
@@ -371,7 +371,7 @@ void KernelBuilder::add_access(const Access& n) {
         }
         ++same_group;
     }
-    accesses_.push_back(n);
+    live.push_back(n);
     if (n.space != MemSpace::HBM || same_group + 1 < kFoldAt) return;
     Access box = n;
     auto in_group = [&](const Access& a) {
@@ -379,7 +379,7 @@ void KernelBuilder::add_access(const Access& n) {
     };
     // The box keeps a periodic pattern that all its records share (one queue's column block of
     // many row tiles); otherwise it is dense.
-    for (const Access& a : accesses_) {
+    for (const Access& a : live) {
         if (!in_group(a)) continue;
         if (a.period != box.period || a.phase != box.phase || a.run != box.run) box.period = box.phase = box.run = 0;
         box.p0 = std::min(box.p0, a.p0);
@@ -388,8 +388,8 @@ void KernelBuilder::add_access(const Access& n) {
         box.b1 = std::max(box.b1, a.b1);
         box.seq = std::max(box.seq, a.seq);
     }
-    accesses_.erase(std::remove_if(accesses_.begin(), accesses_.end(), in_group), accesses_.end());
-    accesses_.push_back(box);
+    live.erase(std::remove_if(live.begin(), live.end(), in_group), live.end());
+    live.push_back(box);
 }
 
 uint32_t KernelBuilder::emit(Instruction ins) {
@@ -421,7 +421,7 @@ Program KernelBuilder::finish() {
     queue_count_.assign(kMaxQueues, 0);
     fence_.assign(kMaxQueues, 0);
     fence_pending_ = 0;
-    accesses_.clear();
+    for (auto& live : accesses_) live.clear();
     return p;
 }
 
