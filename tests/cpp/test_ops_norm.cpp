@@ -154,7 +154,7 @@ TEST_F(OpsNorm, LayerNormAndRmsNormForwardBackward) {
     const std::vector<Case> cases = {{{3, 5, 7}, 1, true}, {{3, 5, 7}, 2, false}, {{130, 96}, 1, true},
                                      {{2, 1000}, 1, true}, {{1, 1}, 1, true},     {{300, 3}, 1, true},
                                      // one row per partition, work split across engines
-                                     {{130, 768}, 1, false}, {{200, 2048}, 1, true},
+                                     {{130, 768}, 1, false}, {{200, 2048}, 1, true}, {{130, 4096}, 1, true},
                                      // rows longer than one SBUF partition holds: chunked passes
                                      {{3, 10000}, 1, true}, {{2, 3, 3000}, 2, false}, {{130, 6500}, 1, true}};
     for (DType dt : {DType::f32, DType::bf16}) {

@@ -751,8 +751,16 @@ void norm_backward(KernelBuilder& kb, const std::string& name, bool rms, const T
                               normalized_ndim);
         return;
     }
-    // As in the forward, when two rows' work tiles fit (they are double buffered then).
-    const bool one_row_per_partition = D >= kEngineSplitRow && fmax >= 2 * D;
+    // As in the forward, when one row's work fits a partition: the loaded rows (double
+    // buffered), the weight row, the fp32 accumulators and the discarded ScalarE output, plus
+    // four fp32 work rows and the output row, double buffered when two of them fit.
+    const uint64_t row_bytes = dtype_size(grad_out.dtype) * 2 + dtype_size(in.dtype) * 2 +
+                               (weight ? dtype_size(weight->dtype) : 0) + (grad_weight ? 4 : 0) +
+                               (grad_bias ? 4 : 0) + 2;
+    const uint64_t work_bytes = 16 + (grad_in ? dtype_size(grad_in->dtype) : 0);
+    const uint64_t capacity = kb.chip().sbuf.bytes_per_partition * 85 / 100;
+    auto fits = [&](uint64_t depth) { return uint64_t(D) * (row_bytes + depth * work_bytes) <= capacity; };
+    const bool one_row_per_partition = D >= kEngineSplitRow && fits(1);
     const std::vector<RowTile> tiles = plan_rows(rs.space, rs.nred, one_row_per_partition ? D : fmax);
     uint32_t F = 1, G = 1;
     for (const RowTile& t : tiles) F = std::max(F, t.G * D), G = std::max(G, t.G);
@@ -772,8 +780,9 @@ void norm_backward(KernelBuilder& kb, const std::string& name, bool rms, const T
     }
     TileRing g_ring(kb, 2, {F}, grad_out.dtype);
     TileRing x_ring(kb, 2, {F}, in.dtype);
-    // One row per partition: the work tiles are double buffered so that row tiles overlap.
-    const int depth = one_row_per_partition ? 2 : 1;
+    // One row per partition: the work tiles are double buffered, where they fit, so that row
+    // tiles overlap.
+    const int depth = one_row_per_partition && fits(2) ? 2 : 1;
     TileRing xhat_ring(kb, depth, {F}, DType::f32), gw_ring(kb, depth, {F}, DType::f32),
         tmp_ring(kb, depth, {F}, DType::f32);
     // Fast path only: g * xhat for grad_weight, and the ScalarE row sum's discarded output.
