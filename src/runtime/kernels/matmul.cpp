@@ -332,6 +332,69 @@ void build_matmul(KernelBuilder& kb, const MatmulArgs& args) {
             }
     };
 
+    // Panel chunks straight from HBM: stored [K, cols], or [cols, K] transposed by the DMA.
+    auto load_b_chunk_of = [&](const Tile& bp, uint32_t bi, uint32_t n0, uint32_t nb, uint32_t k0, uint32_t kbsz,
+                               uint32_t c0) {
+        const uint32_t cn = std::min(kTileN, nb - c0);
+        for (uint32_t kt = 0; kt * kTileK < kbsz; ++kt) {
+            const uint32_t ks = std::min(kTileK, kbsz - kt * kTileK);
+            const AccessPattern dst = panel_ap(bp, kt, blk.NB, ks, c0, cn);
+            if (dma_t.b) load_transposed(dst, B.block(bi, n0 + c0, cn, k0 + kt * kTileK, ks));
+            else load(dst, B.block(bi, k0 + kt * kTileK, ks, n0 + c0, cn));
+        }
+    };
+    auto load_a_chunk_of = [&](const Tile& ap, uint32_t bi, uint32_t m0, uint32_t k0, uint32_t kbsz, uint32_t c0,
+                               uint32_t width) {
+        for (uint32_t kt = 0; kt * kTileK < kbsz; ++kt) {
+            const uint32_t ks = std::min(kTileK, kbsz - kt * kTileK);
+            const AccessPattern dst = panel_ap(ap, kt, blk.MB, ks, c0, width);
+            if (dma_t.a) load_transposed(dst, A.block(bi, m0 + c0, width, k0 + kt * kTileK, ks));
+            else load(dst, A.block(bi, k0 + kt * kTileK, ks, m0 + c0, width));
+        }
+    };
+    // Without transposes on the TensorE (both panels come straight from HBM), the panels of the
+    // next block are loaded while the current one computes, from just after its first output
+    // tile: issued at the top of their own block, they would queue on the DMA engines behind the
+    // current block's last stores and leave the TensorE waiting at every block boundary.
+    const bool direct = (a.a_transposed || dma_t.a) && (!a.b_transposed || dma_t.b);
+    struct Issued {
+        int a_buf = 0, b_buf = 0;
+        bool load_b = false;
+    };
+    // Rotates the panel buffers for block (bi, n0, m0, k0) and, in direct mode, loads B's first
+    // chunk (when B changes) and all of A.
+    auto issue = [&](uint32_t bi, uint32_t n0, uint32_t m0, uint32_t k0) {
+        Issued is;
+        const std::tuple<int64_t, uint32_t, uint32_t> b_key{static_cast<int64_t>(bi) * a.b_batch_stride, n0, k0};
+        is.load_b = b_key != b_loaded_key;
+        if (is.load_b) {
+            b_buf = (b_buf + 1) % n_b_panels;
+            b_loaded_key = b_key;
+        }
+        a_buf = (a_buf + 1) % n_a_panels;
+        is.a_buf = a_buf;
+        is.b_buf = b_buf;
+        if (!direct) return is;
+        const uint32_t nb = std::min(blk.NB, a.N - n0), mb = std::min(blk.MB, a.M - m0),
+                       kbsz = std::min(blk.KB, a.K - k0);
+        if (is.load_b) load_b_chunk_of(b_panel[is.b_buf], bi, n0, nb, k0, kbsz, 0);
+        for (uint32_t c0 = 0; c0 < mb; c0 += kTileN)
+            load_a_chunk_of(a_panel[is.a_buf], bi, m0, k0, kbsz, c0, std::min(kTileN, mb - c0));
+        return is;
+    };
+    // The block after (bi, n0, m0, k0) in loop order (false after the last).
+    auto next_block = [&](uint32_t& bi, uint32_t& n0, uint32_t& m0, uint32_t& k0) {
+        if ((k0 += blk.KB) < a.K) return true;
+        k0 = 0;
+        if ((m0 += blk.MB) < a.M) return true;
+        m0 = 0;
+        if ((n0 += blk.NB) < a.N) return true;
+        n0 = 0;
+        return ++bi < a.batch;
+    };
+    Issued pending;
+    if (direct && a.K > 0) pending = issue(0, 0, 0, 0);
+
     for (uint32_t bi = 0; bi < a.batch && a.K > 0; ++bi) {
         for (uint32_t n0 = 0; n0 < a.N; n0 += blk.NB) {
             const uint32_t nb = std::min(blk.NB, a.N - n0);
@@ -342,33 +405,21 @@ void build_matmul(KernelBuilder& kb, const MatmulArgs& args) {
                     const uint32_t nkt = ceil_div(kbsz, kTileK);
                     const bool first_k = k0 == 0, last_k = k0 + blk.KB >= a.K;
 
-                    // ---- loads, in consumption order
-                    const std::tuple<int64_t, uint32_t, uint32_t> b_key{static_cast<int64_t>(bi) * a.b_batch_stride, n0, k0};
-                    const bool load_b = b_key != b_loaded_key;
-                    if (load_b) {
-                        b_buf = (b_buf + 1) % n_b_panels;
-                        b_loaded_key = b_key;
-                    }
-                    a_buf = (a_buf + 1) % n_a_panels;
-                    const Tile& ap = a_panel[a_buf];
-                    const Tile& bp = b_panel[b_buf];
-                    // Panel chunks straight from HBM: stored [K, cols], or [cols, K] transposed by the DMA.
-                    auto load_b_chunk = [&](uint32_t c0) {
-                        const uint32_t cn = std::min(kTileN, nb - c0);
-                        for (uint32_t kt = 0; kt < nkt; ++kt) {
-                            const uint32_t ks = std::min(kTileK, kbsz - kt * kTileK);
-                            const AccessPattern dst = panel_ap(bp, kt, blk.NB, ks, c0, cn);
-                            if (dma_t.b) load_transposed(dst, B.block(bi, n0 + c0, cn, k0 + kt * kTileK, ks));
-                            else load(dst, B.block(bi, k0 + kt * kTileK, ks, n0 + c0, cn));
-                        }
+                    // ---- loads, in consumption order (direct mode: issued during the block before)
+                    const Issued cur = direct ? pending : issue(bi, n0, m0, k0);
+                    const bool load_b = cur.load_b;
+                    const Tile& ap = a_panel[cur.a_buf];
+                    const Tile& bp = b_panel[cur.b_buf];
+                    bool next_issued = !direct;
+                    auto issue_next = [&] {
+                        if (next_issued) return;
+                        next_issued = true;
+                        uint32_t nbi = bi, nn0 = n0, nm0 = m0, nk0 = k0;
+                        if (next_block(nbi, nn0, nm0, nk0)) pending = issue(nbi, nn0, nm0, nk0);
                     };
+                    auto load_b_chunk = [&](uint32_t c0) { load_b_chunk_of(bp, bi, n0, nb, k0, kbsz, c0); };
                     auto load_a_chunk = [&](uint32_t c0, uint32_t width) {
-                        for (uint32_t kt = 0; kt < nkt; ++kt) {
-                            const uint32_t ks = std::min(kTileK, kbsz - kt * kTileK);
-                            const AccessPattern dst = panel_ap(ap, kt, blk.MB, ks, c0, width);
-                            if (dma_t.a) load_transposed(dst, A.block(bi, m0 + c0, width, k0 + kt * kTileK, ks));
-                            else load(dst, A.block(bi, k0 + kt * kTileK, ks, m0 + c0, width));
-                        }
+                        load_a_chunk_of(ap, bi, m0, k0, kbsz, c0, width);
                     };
                     // The first n chunk sweeps every m tile, so B's first chunk and all of A come first;
                     // each later B chunk is prefetched one chunk ahead (so that it does not queue in
@@ -395,9 +446,11 @@ void build_matmul(KernelBuilder& kb, const MatmulArgs& args) {
                         b_jobs_end.push_back(jobs.size());
                     }
                     const bool load_b_direct = load_b && (!a.b_transposed || dma_t.b);
-                    if (load_b_direct) load_b_chunk(0);
-                    if (a.a_transposed || dma_t.a)
-                        for (uint32_t c0 = 0; c0 < mb; c0 += kTileN) load_a_chunk(c0, std::min(kTileN, mb - c0));
+                    if (!direct) {
+                        if (load_b_direct) load_b_chunk(0);
+                        if (a.a_transposed || dma_t.a)
+                            for (uint32_t c0 = 0; c0 < mb; c0 += kTileN) load_a_chunk(c0, std::min(kTileN, mb - c0));
+                    }
 
                     // ---- compute and evacuate
                     for (uint32_t nc = 0, chunk = 0; nc < nb; nc += kTileN, ++chunk) {
@@ -419,6 +472,7 @@ void build_matmul(KernelBuilder& kb, const MatmulArgs& args) {
                                 kb.matmul(out, panel_ap(ap, kt, blk.MB, ks, mt, ms),
                                           panel_ap(bp, kt, blk.NB, ks, nc, ns), kt > 0);
                             }
+                            issue_next();   // after the block's first tile (no-op later)
                             const Engine evac = (evac_next++ & 1) ? Engine::Scalar : Engine::Vector;
                             const Engine add_engine = Engine::Vector;
                             if (!k_blocked) {
@@ -432,6 +486,7 @@ void build_matmul(KernelBuilder& kb, const MatmulArgs& args) {
                             else kb.tensor_tensor(acc_ap, acc_ap, out, AluOp::add, add_engine);
                         }
                     }
+                    issue_next();
                     job_base += jobs.size();
                 }
             }
