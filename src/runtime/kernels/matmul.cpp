@@ -33,6 +33,7 @@ constexpr int kPsumRotation = 6;
 constexpr int kPsumRotationWithTransposes = 4;
 constexpr int kTransposeBanks = 4;
 constexpr int kStagingRotation = 8;    // output tiles in flight to HBM
+constexpr int kAddendRotation = 6;     // addend tiles in flight (loaded before their tile's matmuls)
 // Pieces of operands stored the other way round ([rows, K] instead of [K, rows]): each holds
 // up to 4 k tiles of 128 rows, loads with one DMA per k tile (several queues at once) and is
 // transposed on the TensorE. The ring is deep enough that the loads run well ahead of the
@@ -101,7 +102,7 @@ uint64_t sbuf_need(const MatmulArgs& a, const Blocking& b, bool k_blocked, bool 
     uint64_t need = a_buffers(a, b) * nkt * b.MB * dtype_size(a.a_dtype)     // A^T panels
                     + b_buffers(a, b) * nkt * b.NB * dtype_size(a.b_dtype)   // B panels
                     + kStagingRotation * kTileN * dtype_size(a.c_dtype);     // output staging
-    if (has_epilogue_operand(a)) need += 2 * kTileN * 4;                     // addend tiles (fp32)
+    if (has_epilogue_operand(a)) need += kAddendRotation * kTileN * 4;       // addend tiles (fp32)
     if (a.alpha != 1.0f) need += kTileN * 4;                                 // scaled product (fp32)
     if (pieces)                                                              // row pieces
         need += kPieceRotation * kPieceTiles * kTileK * std::max(dtype_size(a.a_dtype), dtype_size(a.b_dtype));
@@ -160,7 +161,7 @@ void build_matmul(KernelBuilder& kb, const MatmulArgs& args) {
         for (int i = 0; i < kPieceRotation; ++i) pieces.push_back(kb.alloc_sbuf(kTileM, {kPieceTiles * kTileK}, piece_dtype));
     std::array<Tile, kStagingRotation> staging;
     for (auto& t : staging) t = kb.alloc_sbuf(kTileM, {kTileN}, a.c_dtype);
-    std::array<Tile, 2> d_in;
+    std::array<Tile, kAddendRotation> d_in;
     if (has_addend)
         for (auto& t : d_in) t = kb.alloc_sbuf(kTileM, {kTileN}, DType::f32);
     Tile scaled;
@@ -212,11 +213,35 @@ void build_matmul(KernelBuilder& kb, const MatmulArgs& args) {
     // A broadcast addend row (row stride 0, beta 1) is loaded once per column chunk.
     const bool addend_reusable = has_addend && addend.row_stride == 0 && addend.beta == 1.0f;
     int64_t d_loaded_key = -1;
+    int d_loaded_slot = 0;
+
+    // The addend rows of one output tile, loaded into the next d_in slot (split by partition
+    // groups over the load queues, so the load takes one group's time); a broadcast row is
+    // loaded once per column chunk. Called before the tile's matmuls so that the load is there
+    // when its sum leaves PSUM.
+    auto prepare_addend = [&](uint32_t bi, uint32_t row0, uint32_t ms, uint32_t col0, uint32_t ns) -> const Tile* {
+        if (!has_addend) return nullptr;
+        const int64_t key = static_cast<int64_t>(bi) * addend.batch_stride + static_cast<int64_t>(col0) * addend.col_stride;
+        if (addend_reusable && key == d_loaded_key) return &d_in[d_loaded_slot];
+        const Tile* dt = &d_in[d_next];
+        const uint32_t rows = addend_reusable ? std::min(kTileM, a.M) : ms;
+        for (uint32_t p0 = 0; p0 < rows; p0 += 32) {
+            const uint32_t np = std::min(32u, rows - p0);
+            load(dt->region(p0, np, 0, ns), D.block(bi, row0 + (addend_reusable ? 0 : p0), np, col0, ns));
+        }
+        if (addend.beta != 1.0f)
+            kb.tensor_scalar(dt->region(0, rows, 0, ns), dt->region(0, rows, 0, ns), AluOp::mul, addend.beta,
+                             AluOp::bypass, 0.0f, Engine::GpSimd);
+        d_loaded_key = addend_reusable ? key : -1;
+        d_loaded_slot = d_next;
+        d_next = (d_next + 1) % kAddendRotation;
+        return dt;
+    };
 
     // Writes one output tile from its fp32 sum (PSUM or SBUF; plus 'last_part' from PSUM when the
     // sum is an SBUF accumulator of earlier K blocks): alpha, the addend, rounding, store.
     auto finish_tile = [&](const AccessPattern& sum, const AccessPattern* last_part, uint32_t bi, uint32_t row0,
-                           uint32_t ms, uint32_t col0, uint32_t ns, Engine evac) {
+                           uint32_t ms, uint32_t col0, uint32_t ns, Engine evac, const Tile* addend_tile = nullptr) {
         const Tile& st = staging[staging_next];
         staging_next = (staging_next + 1) % kStagingRotation;
         const AccessPattern st_ap = st.region(0, ms, 0, ns);
@@ -235,19 +260,7 @@ void build_matmul(KernelBuilder& kb, const MatmulArgs& args) {
             kb.activation(has_addend ? product : st_ap, sum, ActFunc::identity, a.alpha);
         }
         if (has_addend) {
-            const int64_t key = static_cast<int64_t>(bi) * addend.batch_stride + static_cast<int64_t>(col0) * addend.col_stride;
-            const Tile* dt = &d_in[d_next];
-            if (addend_reusable && key == d_loaded_key) {
-                dt = &d_in[d_next ^ 1];   // still holds this chunk's rows
-            } else {
-                const uint32_t rows = addend_reusable ? std::min(kTileM, a.M) : ms;
-                load(dt->region(0, rows, 0, ns), D.block(bi, row0, rows, col0, ns));
-                if (addend.beta != 1.0f)
-                    kb.tensor_scalar(dt->region(0, rows, 0, ns), dt->region(0, rows, 0, ns), AluOp::mul, addend.beta,
-                                     AluOp::bypass, 0.0f, Engine::GpSimd);
-                d_loaded_key = addend_reusable ? key : -1;
-                d_next ^= 1;
-            }
+            const Tile* dt = addend_tile ? addend_tile : prepare_addend(bi, row0, ms, col0, ns);
             kb.tensor_tensor(st_ap, product, dt->region(0, ms, 0, ns), AluOp::add, Engine::Vector);
         } else if (a.alpha == 1.0f) {
             kb.tensor_copy(st_ap, sum, evac);
@@ -464,6 +477,8 @@ void build_matmul(KernelBuilder& kb, const MatmulArgs& args) {
                             const size_t tiles_left = ceil_div(mb - mt, kTileM);
                             run_jobs(std::max(needed, jobs_done + ceil_div(static_cast<uint32_t>(next_chunk_needs - jobs_done),
                                                                            static_cast<uint32_t>(tiles_left))));
+                            const Tile* addend_tile =
+                                !k_blocked || last_k ? prepare_addend(bi, m0 + mt, ms, n0 + nc, ns) : nullptr;
                             const Tile& ps = psum[psum_next];
                             psum_next = (psum_next + 1) % static_cast<int>(psum.size());
                             const AccessPattern out = ps.region(0, ms, 0, ns);
@@ -476,13 +491,13 @@ void build_matmul(KernelBuilder& kb, const MatmulArgs& args) {
                             const Engine evac = (evac_next++ & 1) ? Engine::Scalar : Engine::Vector;
                             const Engine add_engine = Engine::Vector;
                             if (!k_blocked) {
-                                finish_tile(out, nullptr, bi, m0 + mt, ms, n0 + nc, ns, evac);
+                                finish_tile(out, nullptr, bi, m0 + mt, ms, n0 + nc, ns, evac, addend_tile);
                                 continue;
                             }
                             // fp32 partial sums in SBUF across K blocks; the total is rounded once.
                             const AccessPattern acc_ap = acc[mt / kTileM].region(0, ms, nc, ns);
                             if (first_k) kb.tensor_copy(acc_ap, out, evac);
-                            else if (last_k) finish_tile(acc_ap, &out, bi, m0 + mt, ms, n0 + nc, ns, evac);
+                            else if (last_k) finish_tile(acc_ap, &out, bi, m0 + mt, ms, n0 + nc, ns, evac, addend_tile);
                             else kb.tensor_tensor(acc_ap, acc_ap, out, AluOp::add, add_engine);
                         }
                     }
