@@ -124,6 +124,10 @@ public:
     int add_node(Node node, const std::vector<std::pair<DType, std::vector<int64_t>>>& outs);
     // Appends a view of 'in' (no data movement); returns the new value id.
     int add_view(int in, std::vector<int64_t> sizes, std::vector<int64_t> strides, int64_t offset);
+    // Stores node output 'v' in another dense order (strides a permutation of its dims', e.g.
+    // [B, H, S, D] kept as [B, S, H, D], so that a transpose after it is a view). Only nodes
+    // whose kernels write strided outputs (attention, attention_backward) accept one.
+    void set_dense_strides(int v, std::vector<int64_t> strides);
     void set_outputs(std::vector<int> outs) { outputs = std::move(outs); }
 
     // Convenience builders (return the output value id).

@@ -123,6 +123,29 @@ int Graph::add_node(Node node, const std::vector<std::pair<DType, std::vector<in
     return index;
 }
 
+void Graph::set_dense_strides(int v, std::vector<int64_t> strides) {
+    if (v < 0 || v >= static_cast<int>(values.size())) throw CompileError("set_dense_strides: no value " + std::to_string(v));
+    Value& val = values[v];
+    const int p = val.producer;
+    if (p < 0 || (nodes[p].op != Op::attention && nodes[p].op != Op::attention_backward))
+        throw CompileError("set_dense_strides: %" + std::to_string(v) + " is not an output of an attention node");
+    if (strides.size() != val.sizes.size())
+        throw CompileError("set_dense_strides: %" + std::to_string(v) + " has " + std::to_string(val.sizes.size()) +
+                           " dims, got " + std::to_string(strides.size()) + " strides");
+    // Dense: sorted by stride, each dim's stride is the product of the sizes inside it.
+    std::vector<size_t> order(strides.size());
+    for (size_t d = 0; d < order.size(); ++d) order[d] = d;
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return strides[a] < strides[b]; });
+    int64_t expect = 1;
+    for (size_t d : order) {
+        if (val.sizes[d] != 1 && strides[d] != expect)
+            throw CompileError("set_dense_strides: strides " + shape_str(strides) + " are not a dense order of " +
+                               shape_str(val.sizes));
+        expect *= val.sizes[d];
+    }
+    val.strides = std::move(strides);
+}
+
 int Graph::add_view(int in, std::vector<int64_t> sizes, std::vector<int64_t> strides, int64_t offset) {
     if (strides.empty()) strides = contiguous_strides(sizes);
     Node n;
@@ -297,6 +320,7 @@ std::string Graph::str() const {
         for (size_t k = 0; k < n.outputs.size(); ++k) {
             const Value& v = values[n.outputs[k]];
             os << (k ? ", " : "") << "%" << n.outputs[k] << ":" << dtype_name(v.dtype) << shape_str(v.sizes);
+            if (n.op != Op::view && !v.is_contiguous()) os << "{" << shape_str(v.strides) << "}";
         }
         os << " = " << op_name(n.op);
         if (n.op == Op::eager || !n.label.empty()) os << "<" << n.label << ">";

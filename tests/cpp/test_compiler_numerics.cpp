@@ -177,6 +177,61 @@ TEST(CompilerNumerics, SplitAttentionBackwardMatchesOneKernel) {
     for (int k = 0; k < 3; ++k) expect_all_near(got[k], want[k], 2e-2, 2e-2, names[k]);
 }
 
+TEST(CompilerNumerics, AttentionBackwardWritesGradientsInHeadsLastOrder) {
+    // Gradients stored as [B, S, H, D] (set_dense_strides), whole and split over key blocks,
+    // hold the same values as the contiguous [B, H, S, D] ones.
+    const int64_t H = 2, S = 1024, D = 64;
+    const DType dt = DType::bf16;
+    auto build = [&](bool heads_last) {
+        Graph g;
+        std::vector<int> in;
+        for (int k = 0; k < 5; ++k) in.push_back(g.add_input(dt, {1, H, S, D}));   // grad_o, q, k, v, o
+        in.push_back(g.add_input(DType::f32, {1, H, S}));                          // lse
+        compiler::Node n;
+        n.op = Op::attention_backward;
+        n.inputs = in;
+        n.f0 = 0.125f;
+        const int node = g.add_node(n, {{dt, {1, H, S, D}}, {dt, {1, H, S, D}}, {dt, {1, H, S, D}}});
+        if (heads_last)
+            for (int out : g.nodes[node].outputs) g.set_dense_strides(out, {S * H * D, D, H * D, 1});
+        g.set_outputs(g.nodes[node].outputs);
+        return g;
+    };
+    std::vector<std::vector<float>> inputs;
+    for (int k = 0; k < 5; ++k) inputs.push_back(rounded(random_values(H * S * D, 40 + k, -1.0f, 1.0f), dt));
+    inputs.push_back(random_values(H * S, 50, 4.0f, 6.0f));
+    CompiledRunner full;
+    const auto want = full.run(build(false), inputs);
+    const auto got = full.run(build(true), inputs);
+    CompiledRunner small;
+    small.chip.sbuf.bytes_per_partition = 20 * 1024;
+    CompiledGraph split_cg;
+    const auto split = small.run(build(true), inputs, {}, &split_cg);
+    EXPECT_EQ(split_cg.stats["split_attention_backward"], 1);
+    const char* names[] = {"grad_q", "grad_k", "grad_v"};
+    for (int k = 0; k < 3; ++k) {
+        expect_all_near(got[k], want[k], 0.0f, 0.0f, names[k]);
+        expect_all_near(split[k], want[k], 2e-2, 2e-2, names[k]);
+    }
+}
+
+TEST(CompilerNumerics, OnlyAttentionOutputsTakeAnotherDenseOrder) {
+    Graph g;
+    const int x = g.add_input(DType::f32, {2, 3});
+    const int y = g.unary(ops::Unary::exp, x);
+    EXPECT_THROW(g.set_dense_strides(y, {1, 2}), compiler::CompileError);   // not an attention output
+    compiler::Node n;
+    n.op = Op::attention;
+    n.inputs = {g.add_input(DType::f32, {1, 2, 4, 8}), g.add_input(DType::f32, {1, 2, 4, 8}),
+                g.add_input(DType::f32, {1, 2, 4, 8})};
+    const int node = g.add_node(n, {{DType::f32, {1, 2, 4, 8}}, {DType::f32, {1, 2, 4}}});
+    const int out = g.nodes[node].outputs[0];
+    EXPECT_THROW(g.set_dense_strides(out, {64, 8, 8, 1}), compiler::CompileError);   // overlapping
+    EXPECT_THROW(g.set_dense_strides(out, {64, 8, 16}), compiler::CompileError);     // wrong rank
+    g.set_dense_strides(out, {64, 8, 16, 1});
+    EXPECT_EQ(g.values[out].strides, (std::vector<int64_t>{64, 8, 16, 1}));
+}
+
 TEST(CompilerNumerics, GraphWithEagerNodesCannotRunWithoutItsHost) {
     Graph g;
     const int x = g.add_input(DType::f32, {4});

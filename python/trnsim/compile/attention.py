@@ -8,6 +8,10 @@ trnsim::flash_attention_backward; the compiler lowers the pair to the operator
 library's flash kernels (ops::sdpa_forward / sdpa_backward), which recompute the
 probabilities from the saved logsumexp. The reference bodies below (fp32 math)
 serve eager execution and the host.
+
+4-D results ([B, H, S, D]: the output and the q/k/v gradients) are stored in
+[B, S, H, D] order, the order a transformer's heads come from and go back to, so
+the transposes around SDPA are views and not copies.
 """
 
 from __future__ import annotations
@@ -28,17 +32,31 @@ def _scores(q: Tensor, k: Tensor, scale: float, causal: bool) -> Tensor:
     return s
 
 
+def _empty_heads_last(shape, like: Tensor) -> Tensor:
+    """An empty [B, H, S, D] tensor stored in [B, S, H, D] order (other ranks: contiguous)."""
+    if len(shape) != 4:
+        return like.new_empty(shape)
+    b, h, s, d = shape
+    return like.new_empty((b, s, h, d)).transpose(1, 2)
+
+
+def _heads_last(x: Tensor) -> Tensor:
+    out = _empty_heads_last(x.shape, x)
+    out.copy_(x)
+    return out
+
+
 @torch.library.custom_op("trnsim::flash_attention", mutates_args=())
 def flash_attention(q: Tensor, k: Tensor, v: Tensor, scale: float, causal: bool) -> tuple[Tensor, Tensor]:
     s = _scores(q, k, scale, causal)
     lse = torch.logsumexp(s, dim=-1)
     out = (torch.exp(s - lse.unsqueeze(-1)) @ v.float()).to(q.dtype)
-    return out, lse
+    return _heads_last(out), lse
 
 
 @flash_attention.register_fake
 def _(q, k, v, scale, causal):
-    return q.new_empty((*q.shape[:-1], v.shape[-1])), q.new_empty(q.shape[:-1], dtype=torch.float32)
+    return _empty_heads_last((*q.shape[:-1], v.shape[-1]), q), q.new_empty(q.shape[:-1], dtype=torch.float32)
 
 
 @torch.library.custom_op("trnsim::flash_attention_backward", mutates_args=())
@@ -50,12 +68,12 @@ def flash_attention_backward(grad_out: Tensor, q: Tensor, k: Tensor, v: Tensor, 
     dp = g @ v.float().transpose(-1, -2)
     ds = p * (dp - (g * out.float()).sum(-1, keepdim=True)) * scale
     dq, dk = ds @ k.float(), ds.transpose(-1, -2) @ q.float()
-    return dq.to(q.dtype), dk.to(k.dtype), dv.to(v.dtype)
+    return _heads_last(dq.to(q.dtype)), _heads_last(dk.to(k.dtype)), _heads_last(dv.to(v.dtype))
 
 
 @flash_attention_backward.register_fake
 def _(grad_out, q, k, v, out, lse, scale, causal):
-    return torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+    return _empty_heads_last(q.shape, q), _empty_heads_last(k.shape, k), _empty_heads_last(v.shape, v)
 
 
 def _setup_context(ctx, inputs, output):
@@ -67,7 +85,7 @@ def _setup_context(ctx, inputs, output):
 
 def _backward(ctx, grad_out, _grad_lse):
     q, k, v, out, lse = ctx.saved_tensors
-    dq, dk, dv = flash_attention_backward(grad_out.contiguous(), q, k, v, out, lse, ctx.scale, ctx.causal)
+    dq, dk, dv = flash_attention_backward(grad_out, q, k, v, out, lse, ctx.scale, ctx.causal)
     return dq, dk, dv, None, None
 
 

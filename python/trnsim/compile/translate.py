@@ -351,14 +351,45 @@ def _layout(t: Translator, x) -> tuple[int, Layout]:
     return vid, t.layouts[vid]
 
 
+def view_strides(sizes: list[int], strides: list[int], new_sizes: list[int]) -> list[int] | None:
+    """Strides of new_sizes viewing a tensor of (sizes, strides) without a copy, or None when
+    the reshape needs one (ATen's view rule: only dims laid out contiguously with each other
+    are merged or split)."""
+    if math.prod(sizes) != math.prod(new_sizes):
+        return None
+    if not sizes or math.prod(sizes) == 0:
+        return contiguous_strides(new_sizes)
+    out = [0] * len(new_sizes)
+    view_d = len(new_sizes) - 1
+    chunk_stride = strides[-1]   # stride of the innermost dim of the current contiguous chunk
+    chunk_numel = view_numel = 1
+    for d in range(len(sizes) - 1, -1, -1):
+        chunk_numel *= sizes[d]
+        chunk_ends = d == 0 or (sizes[d - 1] != 1 and strides[d - 1] != chunk_numel * chunk_stride)
+        if not chunk_ends:
+            continue
+        while view_d >= 0 and (view_numel < chunk_numel or new_sizes[view_d] == 1):
+            out[view_d] = view_numel * chunk_stride
+            view_numel *= new_sizes[view_d]
+            view_d -= 1
+        if view_numel != chunk_numel:
+            return None
+        if d > 0:
+            chunk_stride, chunk_numel, view_numel = strides[d - 1], 1, 1
+    return out if view_d == -1 else None
+
+
 @handles(aten.view.default, aten._unsafe_view.default, aten.reshape.default)
 def _reshape(t, node):
     vid, lay = _layout(t, node.args[0])
     sizes = _static(_meta(node).shape)
-    if not lay.is_contiguous():
+    if lay.is_contiguous():
+        return t.view(vid, Layout(sizes, contiguous_strides(sizes), lay.offset))
+    strides = view_strides(lay.sizes, lay.strides, sizes)
+    if strides is None:
         vid = t.add("copy", [vid], [(_ir_dtype(_meta(node.args[0])), list(lay.sizes))])[0]
-        lay = t.layouts[vid]
-    return t.view(vid, Layout(sizes, contiguous_strides(sizes), lay.offset))
+        return t.view(vid, Layout(sizes, contiguous_strides(sizes), 0))
+    return t.view(vid, Layout(sizes, strides, lay.offset))
 
 
 @handles(aten.permute.default)
@@ -567,18 +598,28 @@ HANDLERS[aten.threshold_backward.default] = _activation_grad(lambda n: ("thresho
 def _attention_handlers():
     from . import attention  # noqa: F401  (registers the trnsim:: operators)
 
+    def keep_meta_layouts(t, node, vids):
+        # The kernels write [B, H, S, D] results in [B, S, H, D] order (attention.py): the IR
+        # values take the strides the FX graph was traced with.
+        for vid, val in zip(vids, _meta(node)):
+            strides = _static(val.stride())
+            if strides != t.layouts[vid].strides:
+                t.g.set_dense_strides(vid, strides)
+                t.layouts[vid] = Layout(t.layouts[vid].sizes, strides, 0)
+        return _Multi(enumerate(vids))
+
     @handles(torch.ops.trnsim.flash_attention.default)
     def _attention(t, node):
         q, k, v, scale, causal = node.args
         vids = t.add("attention", [t.ir(q), t.ir(k), t.ir(v)], _tuple_outs(node), i0=int(causal), f0=float(scale))
-        return _Multi(enumerate(vids))
+        return keep_meta_layouts(t, node, vids)
 
     @handles(torch.ops.trnsim.flash_attention_backward.default)
     def _attention_backward(t, node):
         *tensors, scale, causal = node.args
         vids = t.add("attention_backward", [t.ir(x) for x in tensors], _tuple_outs(node), i0=int(causal),
                      f0=float(scale))
-        return _Multi(enumerate(vids))
+        return keep_meta_layouts(t, node, vids)
 
 
 _attention_handlers()

@@ -89,6 +89,7 @@ void init_compiler_bindings(py::module_& m) {
              py::arg("f1") = 0.0, py::arg("dims") = std::vector<int64_t>{}, py::arg("eager_id") = -1,
              py::arg("label") = "")
         .def("add_view", &Graph::add_view)
+        .def("set_dense_strides", &Graph::set_dense_strides)
         .def("set_outputs", &Graph::set_outputs)
         .def("__str__", &Graph::str);
 
