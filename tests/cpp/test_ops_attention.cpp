@@ -85,8 +85,8 @@ void ExpectClose(const std::vector<float>& got, const std::vector<double>& ref, 
         ASSERT_NEAR(got[i], ref[i], tol * scale) << what << "[" << i << "]";
 }
 
-void RunCase(const Case& c, DType dt) {
-    OpHarness h;
+void RunCase(const Case& c, DType dt, const char* chip = "trn2") {
+    OpHarness h(chip);
     const float scale = 1.0f / std::sqrt(float(c.D));
     auto qv = RandomValues(c.B * c.H * c.Sq * c.D, 1, -2, 2), kv = RandomValues(c.B * c.H * c.Skv * c.D, 2, -2, 2),
          vv = RandomValues(c.B * c.H * c.Skv * c.Dv, 3), dov = RandomValues(c.B * c.H * c.Sq * c.Dv, 4);
@@ -136,6 +136,12 @@ TEST_P(OpsAttention, BoolMaskAndCausal) { RunCase({2, 1, 150, 150, 128, 128, tru
 
 INSTANTIATE_TEST_SUITE_P(OpsAttentionDtypes, OpsAttention, ::testing::Values(DType::f32, DType::bf16),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
+
+// trn1 has no DMA transpose: the kernels load natural rows and transpose them on the TensorE.
+TEST(OpsAttentionTrn1, RaggedCausalTransposesOnTheTensorEngine) {
+    RunCase({1, 2, 300, 260, 64, 64, true, 0}, DType::bf16, "trn1");
+}
+TEST(OpsAttentionTrn1, RaggedNonCausalManyKeyGroups) { RunCase({1, 1, 200, 1100, 32, 48, false, 0}, DType::f32, "trn1"); }
 
 TEST(OpsAttentionErrors, RejectsHeadDimOver128) {
     OpHarness h;

@@ -417,8 +417,11 @@ void sdpa_backward(KernelBuilder& kb, const TensorDesc& dq, const TensorDesc& dk
     const uint32_t D = static_cast<uint32_t>(s.D), Dv = static_cast<uint32_t>(s.Dv);
     const uint32_t nqt = ceil_div(Sq, kRows), nkt = ceil_div(Skv, kRows);
     const uint64_t es = dtype_size(dt);
+    // Chips with DMA transposes load q^T, dO^T, k^T and v^T transposed from HBM; others load
+    // the natural rows and transpose them on the TensorE (v's natural rows serve only that).
+    const bool dma_t = kb.has_dma_transpose() && (dt == DType::bf16 || dt == DType::f16 || dt == DType::f32);
     const uint64_t head_bytes = es * (2 * uint64_t(nqt) * kRows + 2 * uint64_t(nkt) * kRows) +   // q^T, dO^T, k^T, v^T
-                                es * (uint64_t(nqt) * (D + 2 * Dv) + uint64_t(nkt) * (D + Dv)) +  // naturals
+                                es * (uint64_t(nqt) * (D + 2 * Dv) + uint64_t(nkt) * (D + (dma_t ? 0 : Dv))) +
                                 4 * uint64_t(nqt) * (D + 2);                                      // dQ acc, lse, Di
     check_sbuf(op, kb, head_bytes);
 
@@ -430,7 +433,8 @@ void sdpa_backward(KernelBuilder& kb, const TensorDesc& dq, const TensorDesc& dk
     const Tile do_nat = kb.alloc_sbuf(kRows, {nqt * Dv}, dt), do_t = kb.alloc_sbuf(Dv, {nqt * kRows}, dt);
     const Tile o_nat = kb.alloc_sbuf(kRows, {nqt * Dv}, dt);
     const Tile k_nat = kb.alloc_sbuf(kRows, {nkt * D}, dt), k_t = kb.alloc_sbuf(D, {nkt * kRows}, dt);
-    const Tile v_nat = kb.alloc_sbuf(kRows, {nkt * Dv}, dt), v_t = kb.alloc_sbuf(Dv, {nkt * kRows}, dt);
+    const Tile v_t = kb.alloc_sbuf(Dv, {nkt * kRows}, dt);
+    const Tile v_nat = dma_t ? Tile{} : kb.alloc_sbuf(kRows, {nkt * Dv}, dt);
     const Tile neg_lse = kb.alloc_sbuf(kRows, {nqt}, DType::f32), di = kb.alloc_sbuf(kRows, {nqt}, DType::f32);
     const Tile dq_acc = kb.alloc_sbuf(kRows, {nqt * D}, DType::f32);
     const Tile prod = kb.alloc_sbuf(kRows, {Dv}, DType::f32);
@@ -479,36 +483,73 @@ void sdpa_backward(KernelBuilder& kb, const TensorDesc& dq, const TensorDesc& dk
     const Tile ps_dk = kb.alloc_psum(kRows, group * D), ps_dv = kb.alloc_psum(kRows, group * Dv);
     int ps_load_next = 0, dst_next = 0;
 
+    auto rows_of = [&](uint32_t i) { return std::min(kRows, Sq - i * kRows); };
+    auto kv_rows_of = [&](uint32_t j) { return std::min(kRows, Skv - j * kRows); };
+    std::vector<char> q_tile_ready(nqt), dq_started(nqt);
     for (int64_t b = 0; b < s.B; ++b)
         for (int64_t h = 0; h < s.H; ++h) {
-            load_natural(kb, dmaq, Q, b, h, Sq, q_nat);
-            load_natural(kb, dmaq, dO, b, h, Sq, do_nat);
-            load_natural(kb, dmaq, O, b, h, Sq, o_nat);
-            load_natural(kb, dmaq, K, b, h, Skv, k_nat);
-            load_natural(kb, dmaq, V, b, h, Skv, v_nat);
-            transpose_all(kb, q_nat, Sq, D, q_t, ps_load, ps_load_next, evac);
-            transpose_all(kb, do_nat, Sq, Dv, do_t, ps_load, ps_load_next, evac);
-            transpose_all(kb, k_nat, Skv, D, k_t, ps_load, ps_load_next, evac);
-            transpose_all(kb, v_nat, Skv, Dv, v_t, ps_load, ps_load_next, evac);
-            // -lse and -scale * Di = -scale * rowsum(dO * O) per q row; dQ accumulator cleared.
-            for (uint32_t t = 0; t < nqt; ++t) {
-                const uint32_t nq = std::min(kRows, Sq - t * kRows);
-                const AccessPattern nl = neg_lse.region(0, nq, t, 1);
-                kb.dma_copy(nl, lse_rows(lse, b, h, t * kRows, nq), dmaq.load());
+            // The head's operands are loaded in the order the blocks use them: the first key
+            // group's k and v, then q, dO, O and lse tile by tile, then the other key groups.
+            // Each tile's transposes and Di are made just before its first block, so the blocks
+            // start as soon as their own tiles are in, while the rest still streams in (and the
+            // previous head's last blocks still run).
+            auto load_kv_tile = [&](uint32_t j) {
+                const uint32_t k0 = j * kRows, nk = kv_rows_of(j);
+                if (dma_t) {
+                    kb.dma_transpose(k_t.region(0, D, k0, nk), K.rows(b, h, k0, nk), dmaq.load());
+                    kb.dma_transpose(v_t.region(0, Dv, k0, nk), V.rows(b, h, k0, nk), dmaq.load());
+                } else {
+                    kb.dma_copy(tile_rows(v_nat, j, nk, Dv), V.rows(b, h, k0, nk), dmaq.load());
+                }
+                kb.dma_copy(tile_rows(k_nat, j, nk, D), K.rows(b, h, k0, nk), dmaq.load());
+            };
+            auto load_q_tile = [&](uint32_t i) {
+                const uint32_t q0 = i * kRows, nq = rows_of(i);
+                if (dma_t) {
+                    kb.dma_transpose(q_t.region(0, D, q0, nq), Q.rows(b, h, q0, nq), dmaq.load());
+                    kb.dma_transpose(do_t.region(0, Dv, q0, nq), dO.rows(b, h, q0, nq), dmaq.load());
+                }
+                kb.dma_copy(tile_rows(q_nat, i, nq, D), Q.rows(b, h, q0, nq), dmaq.load());
+                kb.dma_copy(tile_rows(do_nat, i, nq, Dv), dO.rows(b, h, q0, nq), dmaq.load());
+                kb.dma_copy(tile_rows(o_nat, i, nq, Dv), O.rows(b, h, q0, nq), dmaq.load());
+                kb.dma_copy(neg_lse.region(0, nq, i, 1), lse_rows(lse, b, h, q0, nq), dmaq.load());
+            };
+            for (uint32_t j = 0; j < std::min(group, nkt); ++j) load_kv_tile(j);
+            for (uint32_t i = 0; i < nqt; ++i) load_q_tile(i);
+            for (uint32_t j = group; j < nkt; ++j) load_kv_tile(j);
+            std::fill(q_tile_ready.begin(), q_tile_ready.end(), 0);
+            std::fill(dq_started.begin(), dq_started.end(), 0);
+            // q tile i: q^T and dO^T (without DMA transposes), -lse and -scale * Di =
+            // -scale * rowsum(dO * O).
+            auto prepare_q_tile = [&](uint32_t i) {
+                if (q_tile_ready[i]) return;
+                q_tile_ready[i] = 1;
+                const uint32_t q0 = i * kRows, nq = rows_of(i);
+                if (!dma_t) {
+                    transpose_into(kb, q_t, q0, tile_rows(q_nat, i, nq, D), nq, D, ps_load[ps_load_next ^= 1], evac);
+                    transpose_into(kb, do_t, q0, tile_rows(do_nat, i, nq, Dv), nq, Dv, ps_load[ps_load_next ^= 1], evac);
+                }
+                const AccessPattern nl = neg_lse.region(0, nq, i, 1);
                 kb.tensor_scalar(nl, nl, AluOp::mul, -1.0f, AluOp::bypass, 0.0f, Engine::GpSimd);
-                kb.tensor_tensor(prod.region(0, nq, 0, Dv), tile_rows(do_nat, t, nq, Dv), tile_rows(o_nat, t, nq, Dv),
+                kb.tensor_tensor(prod.region(0, nq, 0, Dv), tile_rows(do_nat, i, nq, Dv), tile_rows(o_nat, i, nq, Dv),
                                  AluOp::mul, Engine::GpSimd);
-                kb.tensor_reduce(di.region(0, nq, t, 1), prod.region(0, nq, 0, Dv), ReduceOp::add);
-                kb.tensor_scalar(di.region(0, nq, t, 1), di.region(0, nq, t, 1), AluOp::mul, -scale, AluOp::bypass, 0.0f,
+                kb.tensor_reduce(di.region(0, nq, i, 1), prod.region(0, nq, 0, Dv), ReduceOp::add);
+                kb.tensor_scalar(di.region(0, nq, i, 1), di.region(0, nq, i, 1), AluOp::mul, -scale, AluOp::bypass, 0.0f,
                                  Engine::GpSimd);
-            }
-            kb.memset(dq_acc.ap(), 0.0f, Engine::GpSimd);
+            };
 
             for (uint32_t j0 = 0; j0 < nkt; j0 += group) {
                 const uint32_t k0 = j0 * kRows, nkg = std::min(cols, Skv - k0);
                 const uint32_t ng = ceil_div(nkg, kRows);   // kv tiles in the group
                 auto keys_of = [&](uint32_t c) { return std::min(kRows, nkg - c * kRows); };
-                auto rows_of = [&](uint32_t i) { return std::min(kRows, Sq - i * kRows); };
+                if (!dma_t)
+                    for (uint32_t c = 0; c < ng; ++c) {
+                        const uint32_t j = j0 + c, nk = keys_of(c);
+                        transpose_into(kb, k_t, j * kRows, tile_rows(k_nat, j, nk, D), nk, D, ps_load[ps_load_next ^= 1],
+                                       evac);
+                        transpose_into(kb, v_t, j * kRows, tile_rows(v_nat, j, nk, Dv), nk, Dv,
+                                       ps_load[ps_load_next ^= 1], evac);
+                    }
                 std::vector<uint32_t> tiles;   // q tiles that attend to some key of the group
                 for (uint32_t i = 0; i < nqt; ++i)
                     if (!(causal && k0 > i * kRows + rows_of(i) - 1)) tiles.push_back(i);
@@ -534,6 +575,7 @@ void sdpa_backward(KernelBuilder& kb, const TensorDesc& dq, const TensorDesc& dk
                 auto stage_m = [&](size_t n) {
                     const uint32_t i = tiles[n], q0 = i * kRows, nq = rows_of(i);
                     const int r = static_cast<int>(n % 2);
+                    prepare_q_tile(i);
                     kb.matmul(ps_s[r].region(0, nq, 0, nkg), q_t.region(0, D, q0, nq), k_t.region(0, D, k0, nkg), false);
                     kb.matmul(ps_dp[r].region(0, nq, 0, nkg), do_t.region(0, Dv, q0, nq), v_t.region(0, Dv, k0, nkg),
                               false);
@@ -596,7 +638,9 @@ void sdpa_backward(KernelBuilder& kb, const TensorDesc& dq, const TensorDesc& dk
                         started = true;
                     }
                     const AccessPattern acc = dq_acc.region(0, nq, i * D, D);
-                    kb.tensor_tensor(acc, acc, dqp, AluOp::add);
+                    if (dq_started[i]) kb.tensor_tensor(acc, acc, dqp, AluOp::add);
+                    else kb.tensor_copy(acc, dqp);
+                    dq_started[i] = 1;
                 };
                 const size_t nblocks = tiles.size();
                 if (nblocks) stage_m(0);
@@ -627,6 +671,7 @@ void sdpa_backward(KernelBuilder& kb, const TensorDesc& dq, const TensorDesc& dk
             for (uint32_t i = 0; i < nqt; ++i) {
                 const uint32_t q0 = i * kRows, nq = std::min(kRows, Sq - q0);
                 const AccessPattern o = dq_out[i & 1].region(0, nq, 0, D);
+                if (!dq_started[i]) kb.memset(dq_acc.region(0, nq, i * D, D), 0.0f, Engine::GpSimd);   // no keys
                 kb.tensor_copy(o, dq_acc.region(0, nq, i * D, D), (i & 1) ? Engine::GpSimd : Engine::Vector);
                 kb.dma_copy(dQ.rows(b, h, q0, nq), o, dmaq.store());
             }
