@@ -132,6 +132,9 @@ TEST_P(OpsAttention, RaggedNonCausal) { RunCase({2, 2, 200, 170, 40, 48, false, 
 TEST_P(OpsAttention, RaggedCausalLongerThanOneScoreBlock) { RunCase({1, 2, 600, 600, 64, 64, true, 0}, GetParam()); }
 TEST_P(OpsAttention, CausalWithMoreKeysThanQueries) { RunCase({1, 1, 70, 300, 32, 32, true, 0}, GetParam()); }
 TEST_P(OpsAttention, FloatMaskBroadcast) { RunCase({2, 2, 130, 140, 16, 24, false, 1}, GetParam()); }
+// The forward streams blocks across heads and prefetches K/V two heads ahead: heads of one to
+// three blocks exercise the cuts in that stream.
+TEST_P(OpsAttention, ManyHeadsOfFewBlocks) { RunCase({2, 3, 200, 170, 40, 48, false, 0}, GetParam()); }
 TEST_P(OpsAttention, BoolMaskAndCausal) { RunCase({2, 1, 150, 150, 128, 128, true, 2}, GetParam()); }
 
 INSTANTIATE_TEST_SUITE_P(OpsAttentionDtypes, OpsAttention, ::testing::Values(DType::f32, DType::bf16),
@@ -142,6 +145,7 @@ TEST(OpsAttentionTrn1, RaggedCausalTransposesOnTheTensorEngine) {
     RunCase({1, 2, 300, 260, 64, 64, true, 0}, DType::bf16, "trn1");
 }
 TEST(OpsAttentionTrn1, RaggedNonCausalManyKeyGroups) { RunCase({1, 1, 200, 1100, 32, 48, false, 0}, DType::f32, "trn1"); }
+TEST(OpsAttentionTrn1, ManyHeadsOfFewBlocks) { RunCase({1, 4, 130, 600, 32, 32, true, 0}, DType::f32, "trn1"); }
 
 TEST(OpsAttentionErrors, RejectsHeadDimOver128) {
     OpHarness h;

@@ -238,24 +238,35 @@ void sdpa_forward(KernelBuilder& kb, const TensorDesc& out, const TensorDesc& ls
     const Heads Q{&q}, K{&k}, V{&v}, O{&out};
     detail::DmaQueues dq(kb.chip());
     Evac evac;
+    // Chips with DMA transposes load K^T and each q tile's Q^T transposed from HBM; others load
+    // natural rows and transpose them on the TensorE.
+    const bool dma_t = kb.has_dma_transpose() && (dt == DType::bf16 || dt == DType::f16 || dt == DType::f32);
 
-    // Per head (double buffered across heads): K natural, K^T, V natural.
+    // Per head (double buffered across heads): K^T, V natural (and K natural without DMA transposes).
     std::array<Tile, 2> k_nat, k_t, v_nat;
     for (int i = 0; i < 2; ++i) {
-        k_nat[i] = kb.alloc_sbuf(kRows, {nkt * D}, dt);
+        if (!dma_t) k_nat[i] = kb.alloc_sbuf(kRows, {nkt * D}, dt);
         k_t[i] = kb.alloc_sbuf(D, {nkt * kRows}, dt);
         v_nat[i] = kb.alloc_sbuf(kRows, {nkt * Dv}, dt);
     }
-    // Per q tile (double buffered across q tiles).
-    std::array<Tile, 2> q_rows, q_t, o_acc, o_out;
-    for (int i = 0; i < 2; ++i) {
-        q_rows[i] = kb.alloc_sbuf(kRows, {D}, dt);
+    // The blocks of all rows (one q tile of one head) form one stream, so the pipeline below
+    // never drains between rows: up to four rows are in flight, each with its own Q^T, O
+    // accumulator and row sum.
+    constexpr int kRowRing = 4;
+    std::array<Tile, kRowRing> q_rows, q_t, o_acc, l_run;
+    for (int i = 0; i < kRowRing; ++i) {
+        if (!dma_t) q_rows[i] = kb.alloc_sbuf(kRows, {D}, dt);
         q_t[i] = kb.alloc_sbuf(D, {kRows}, dt);
         o_acc[i] = kb.alloc_sbuf(kRows, {Dv}, DType::f32);
+        l_run[i] = kb.alloc_sbuf(kRows, {1}, DType::f32);
+    }
+    std::array<Tile, 2> o_out, log_l, lse_t;
+    for (int i = 0; i < 2; ++i) {
         o_out[i] = kb.alloc_sbuf(kRows, {Dv}, out.dtype);
+        log_l[i] = kb.alloc_sbuf(kRows, {1}, DType::f32);
+        lse_t[i] = kb.alloc_sbuf(kRows, {1}, DType::f32);
     }
     // Per score block, a ring as deep as the pipeline (see the block loop).
-    // The running max is kept negated (nm = -m): it is the exp's bias as it stands.
     constexpr int kRing = 3;
     constexpr uint32_t kChunks = kScoreCols / kRows;   // 128-column pieces of P, transposed one by one
     std::array<Tile, kRing> s_sb, p_sb, mx, rowsum, alpha, ps_s, ps_pv;
@@ -268,133 +279,199 @@ void sdpa_forward(KernelBuilder& kb, const TensorDesc& out, const TensorDesc& ls
         ps_s[i] = kb.alloc_psum(kRows, kScoreCols);
         ps_pv[i] = kb.alloc_psum(kRows, Dv);
     }
-    std::array<Tile, kRing + 1> nm_run;   // nm of blocks n-1, n, n+1 in flight (see nm_of)
+    // The running max of each block's row, kept negated (nm = -m: the exp's bias as it stands);
+    // blocks g-2 .. g+1 are in flight.
+    constexpr int kNmRing = kRing + 2;
+    std::array<Tile, kNmRing> nm_run;
     for (auto& t : nm_run) t = kb.alloc_sbuf(kRows, {1}, DType::f32);
     std::array<Tile, 2 * kChunks> pt_sb;   // P^T of two blocks (one being transposed, one multiplied)
     for (auto& t : pt_sb) t = kb.alloc_sbuf(kRows, {kRows}, dt);
     std::array<Tile, kChunks> ps_pt;
     for (auto& t : ps_pt) t = kb.alloc_psum(kRows, kRows, dt);
-    const Tile l_run = kb.alloc_sbuf(kRows, {1}, DType::f32);
-    const Tile log_l = kb.alloc_sbuf(kRows, {1}, DType::f32), lse_t = kb.alloc_sbuf(kRows, {1}, DType::f32);
     Tile mask_tile;
     if (mask.t) mask_tile = kb.alloc_sbuf(kRows, {kScoreCols}, mask.t->dtype == DType::boolean ? DType::u8 : DType::f32);
     std::array<Tile, 2> ps_load;
     for (auto& t : ps_load) t = kb.alloc_psum(kRows, kRows, dt);
-    int ps_load_next = 0, qt_next = 0;
+    int ps_load_next = 0;
 
+    struct Row {
+        int64_t b, h;
+        uint32_t q0, nq, nblocks;
+    };
+    struct Block {
+        uint32_t row, n;   // block n of the row
+    };
+    std::vector<Row> rows;
+    std::vector<Block> blocks;
     for (int64_t b = 0; b < s.B; ++b)
-        for (int64_t h = 0; h < s.H; ++h) {
-            const int hb = static_cast<int>((b * s.H + h) & 1);
-            load_natural(kb, dq, K, b, h, Skv, k_nat[hb]);
-            load_natural(kb, dq, V, b, h, Skv, v_nat[hb]);
-            transpose_all(kb, k_nat[hb], Skv, D, k_t[hb], ps_load, ps_load_next, evac);
-
+        for (int64_t h = 0; h < s.H; ++h)
             for (uint32_t q0 = 0; q0 < Sq; q0 += kRows) {
                 const uint32_t nq = std::min(kRows, Sq - q0);
-                const int qi = qt_next ^= 1;
-                kb.dma_copy(q_rows[qi].region(0, nq, 0, D), Q.rows(b, h, q0, nq), dq.load());
-                transpose_into(kb, q_t[qi], 0, q_rows[qi].region(0, nq, 0, D), nq, D, ps_load[ps_load_next ^= 1], evac);
-                const AccessPattern qT = q_t[qi].region(0, D, 0, nq);
-                const AccessPattern oacc = o_acc[qi].region(0, nq, 0, Dv);
-                const AccessPattern l = l_run.rows(0, nq);
-                kb.memset(nm_run[0].rows(0, nq), std::numeric_limits<float>::infinity(), Engine::GpSimd);
-                kb.memset(l, 0.0f, Engine::GpSimd);
-                kb.memset(oacc, 0.0f, Engine::GpSimd);
-
-                // Per 512-column score block n, four stages issued as S(n+1), E(n), B(n-1), C(n-2),
-                // so that each engine's in-order queue holds work whose inputs are already there:
-                //   S: scores = Q K^T, the row max, nm(n) = min(nm(n-1), -scale * max);
-                //   E: P = exp(scale * scores + nm) with its row sum, alpha, l = l * alpha + rowsum;
-                //   B: P^T, 128 columns at a time, on the TensorE and out of PSUM;
-                //   C: P V, O = O * alpha + P V.
                 const uint32_t k_end = causal ? std::min(Skv, q0 + nq) : Skv;
-                const uint32_t nblocks = ceil_div(k_end, kScoreCols);
-                auto block_cols = [&](uint32_t n) { return std::min(kScoreCols, Skv - n * kScoreCols); };
-                // nm of block n lives in slot (n + 1) % 4; slot 0 holds the initial +inf (block -1).
-                auto nm_of = [&](int64_t n) { return nm_run[static_cast<size_t>((n + 1) % (kRing + 1))].rows(0, nq); };
-                auto masked_block = [&](uint32_t n) {
-                    const uint32_t k0 = n * kScoreCols, nk = block_cols(n);
-                    return mask.t || (causal && k0 + nk - 1 > q0) || !(scale > 0.0f);
-                };
-                auto stage_s = [&](uint32_t n) {
-                    const uint32_t k0 = n * kScoreCols, nk = block_cols(n);
-                    const int bi = static_cast<int>(n % kRing);
-                    const AccessPattern sp = ps_s[bi].region(0, nq, 0, nk);
-                    kb.matmul(sp, qT, k_t[hb].region(0, D, k0, nk), false);
-                    // Unmasked blocks take the softmax straight from PSUM: the row max of the raw
-                    // scores (scale > 0 keeps it the max of the scaled ones), then one ScalarE pass
-                    // exp(scale * s + nm). Masked blocks are scaled into SBUF and masked first.
-                    const bool masked = masked_block(n);
-                    const AccessPattern ss = s_sb[bi].region(0, nq, 0, nk);
-                    if (masked) {
-                        kb.activation(ss, sp, ActFunc::identity, scale);
-                        if (mask.t) apply_mask(kb, dq, mask, mask_tile, b, h, q0, nq, k0, nk, ss);
-                        if (causal && k0 + nk - 1 > q0) causal_mask(kb, ss, q0, k0, kNegInf);
-                    }
-                    const AccessPattern mb = mx[bi].rows(0, nq), nm_old = nm_of(int64_t(n) - 1);
-                    kb.tensor_reduce(mb, masked ? ss : sp, ReduceOp::max);
-                    kb.tensor_scalar_ex(nm_of(n), mb, AluOp::mul, masked ? -1.0f : -scale, nullptr, AluOp::min, 0.0f,
-                                        &nm_old);
-                };
-                auto stage_e = [&](uint32_t n) {
-                    const uint32_t nk = block_cols(n);
-                    const int bi = static_cast<int>(n % kRing);
-                    const AccessPattern nm = nm_of(n), nm_old = nm_of(int64_t(n) - 1);
-                    const AccessPattern ps = p_sb[bi].region(0, nq, 0, nk), rs = rowsum[bi].rows(0, nq);
-                    if (masked_block(n))
-                        kb.activation_ex(ps, s_sb[bi].region(0, nq, 0, nk), ActFunc::exp, 1.0f, nullptr, 0.0f, &nm,
-                                         ReduceOp::add, &rs);
-                    else
-                        kb.activation_ex(ps, ps_s[bi].region(0, nq, 0, nk), ActFunc::exp, scale, nullptr, 0.0f, &nm,
-                                         ReduceOp::add, &rs);
-                    // alpha = exp(m_old - m) = e^(nm - nm_old) on the GpSimd, which has the time;
-                    // l = l * alpha + rowsum.
-                    const AccessPattern al = alpha[bi].rows(0, nq);
-                    kb.tensor_scalar_ex(al, nm, AluOp::sub, 0.0f, &nm_old, AluOp::pow, std::exp(1.0f), nullptr,
-                                        F_REVERSE1, Engine::GpSimd);
-                    kb.tensor_scalar_ex(l, l, AluOp::mul, 0.0f, &al, AluOp::add, 0.0f, &rs, 0, Engine::GpSimd);
-                };
-                auto pt_tile = [&](uint32_t n, uint32_t c) { return pt_sb[(n & 1) * kChunks + c]; };
-                auto stage_b = [&](uint32_t n) {
-                    const uint32_t nk = block_cols(n);
-                    for (uint32_t c = 0; c * kRows < nk; ++c) {
-                        const uint32_t w = std::min(kRows, nk - c * kRows);
-                        kb.transpose(ps_pt[c].region(0, w, 0, nq), p_sb[n % kRing].region(0, nq, c * kRows, w));
-                        // Three of four P^T evacuations on ScalarE: VectorE also carries the row max.
-                        const Engine engine = c % 4 == 3 ? Engine::Vector : Engine::Scalar;
-                        kb.tensor_copy(pt_tile(n, c).region(0, w, 0, nq), ps_pt[c].region(0, w, 0, nq), engine);
-                    }
-                };
-                auto stage_c = [&](uint32_t n) {
-                    const uint32_t k0 = n * kScoreCols, nk = block_cols(n);
-                    const int bi = static_cast<int>(n % kRing);
-                    const AccessPattern pv = ps_pv[bi].region(0, nq, 0, Dv);
-                    for (uint32_t c = 0; c * kRows < nk; ++c) {
-                        const uint32_t w = std::min(kRows, nk - c * kRows);
-                        kb.matmul(pv, pt_tile(n, c).region(0, w, 0, nq),
-                                  v_nat[hb].region(0, w, (k0 / kRows + c) * Dv, Dv), c > 0);
-                    }
-                    const AccessPattern al = alpha[bi].rows(0, nq);
-                    kb.tensor_scalar_ex(oacc, oacc, AluOp::mul, 0.0f, &al, AluOp::bypass, 0.0f, nullptr, 0,
-                                        Engine::GpSimd);
-                    kb.tensor_tensor(oacc, oacc, pv, AluOp::add);
-                };
-                stage_s(0);
-                for (uint32_t n = 0; n < nblocks + 2; ++n) {
-                    if (n + 1 < nblocks) stage_s(n + 1);
-                    if (n < nblocks) stage_e(n);
-                    if (n >= 1 && n <= nblocks) stage_b(n - 1);
-                    if (n >= 2) stage_c(n - 2);
-                }
-                // out = O / l, lse = m + log(l) = log(l) - nm
-                const AccessPattern ot = o_out[qi].region(0, nq, 0, Dv);
-                kb.tensor_scalar_ex(ot, oacc, AluOp::div, 0.0f, &l, AluOp::bypass, 0.0f, nullptr);
-                kb.dma_copy(O.rows(b, h, q0, nq), ot, dq.store());
-                kb.activation(log_l.rows(0, nq), l, ActFunc::log);
-                kb.tensor_tensor(lse_t.rows(0, nq), log_l.rows(0, nq), nm_of(int64_t(nblocks) - 1), AluOp::sub);
-                kb.dma_copy(lse_rows(lse, b, h, q0, nq), lse_t.rows(0, nq), dq.store());
+                const uint32_t nblocks = std::max(1u, ceil_div(k_end, kScoreCols));
+                for (uint32_t n = 0; n < nblocks; ++n) blocks.push_back({static_cast<uint32_t>(rows.size()), n});
+                rows.push_back({b, h, q0, nq, nblocks});
             }
+    auto head_buffer = [&](const Row& r) { return static_cast<int>((r.b * s.H + r.h) & 1); };
+    auto load_head = [&](int64_t b, int64_t h) {
+        const int hb = static_cast<int>((b * s.H + h) & 1);
+        if (dma_t) {
+            for (uint32_t j = 0; j < nkt; ++j) {
+                const uint32_t k0 = j * kRows, nk = std::min(kRows, Skv - k0);
+                kb.dma_transpose(k_t[hb].region(0, D, k0, nk), K.rows(b, h, k0, nk), dq.load());
+            }
+        } else {
+            load_natural(kb, dq, K, b, h, Skv, k_nat[hb]);
         }
+        load_natural(kb, dq, V, b, h, Skv, v_nat[hb]);
+        if (!dma_t) transpose_all(kb, k_nat[hb], Skv, D, k_t[hb], ps_load, ps_load_next, evac);
+    };
+    // A row's Q^T.
+    auto start_row = [&](uint32_t r) {
+        const Row& row = rows[r];
+        const Tile& qt = q_t[r % kRowRing];
+        if (dma_t) {
+            kb.dma_transpose(qt.region(0, D, 0, row.nq), Q.rows(row.b, row.h, row.q0, row.nq), dq.load());
+        } else {
+            const Tile& qr = q_rows[r % kRowRing];
+            kb.dma_copy(qr.region(0, row.nq, 0, D), Q.rows(row.b, row.h, row.q0, row.nq), dq.load());
+            transpose_into(kb, qt, 0, qr.region(0, row.nq, 0, D), row.nq, D, ps_load[ps_load_next ^= 1], evac);
+        }
+    };
+
+    // Per score block g, four stages issued as S(g+1), E(g), B(g-1), C(g-2), so that each
+    // engine's in-order queue holds work whose inputs are already there:
+    //   S: scores = Q K^T, the row max, nm(g) = min(nm(g-1), -scale * max);
+    //   E: P = exp(scale * scores + nm) with its row sum, alpha, l = l * alpha + rowsum;
+    //   B: P^T, 128 columns at a time, on the TensorE and out of PSUM;
+    //   C: P V, O = O * alpha + P V; after a row's last block, out = O / l and the lse.
+    // A row's first block starts l and O instead of rescaling them.
+    auto block_cols = [&](uint32_t n) { return std::min(kScoreCols, Skv - n * kScoreCols); };
+    auto nm_of = [&](size_t g) { return nm_run[g % kNmRing].rows(0, rows[blocks[g].row].nq); };
+    auto masked_block = [&](size_t g) {
+        const Row& row = rows[blocks[g].row];
+        const uint32_t k0 = blocks[g].n * kScoreCols, nk = block_cols(blocks[g].n);
+        return mask.t || (causal && k0 + nk - 1 > row.q0) || !(scale > 0.0f);
+    };
+    auto stage_s = [&](size_t g) {
+        const Row& row = rows[blocks[g].row];
+        const uint32_t n = blocks[g].n, k0 = n * kScoreCols, nk = block_cols(n), nq = row.nq;
+        const int bi = static_cast<int>(g % kRing);
+        const AccessPattern sp = ps_s[bi].region(0, nq, 0, nk);
+        kb.matmul(sp, q_t[blocks[g].row % kRowRing].region(0, D, 0, nq), k_t[head_buffer(row)].region(0, D, k0, nk),
+                  false);
+        // Unmasked blocks take the softmax straight from PSUM: the row max of the raw scores
+        // (scale > 0 keeps it the max of the scaled ones), then one ScalarE pass
+        // exp(scale * s + nm). Masked blocks are scaled into SBUF and masked first.
+        const bool masked = masked_block(g);
+        const AccessPattern ss = s_sb[bi].region(0, nq, 0, nk);
+        if (masked) {
+            kb.activation(ss, sp, ActFunc::identity, scale);
+            if (mask.t) apply_mask(kb, dq, mask, mask_tile, row.b, row.h, row.q0, nq, k0, nk, ss);
+            if (causal && k0 + nk - 1 > row.q0) causal_mask(kb, ss, row.q0, k0, kNegInf);
+        }
+        const AccessPattern mb = mx[bi].rows(0, nq);
+        kb.tensor_reduce(mb, masked ? ss : sp, ReduceOp::max);
+        if (n == 0) {
+            kb.tensor_scalar(nm_of(g), mb, AluOp::mul, masked ? -1.0f : -scale, AluOp::bypass, 0.0f);
+        } else {
+            const AccessPattern nm_old = nm_of(g - 1);
+            kb.tensor_scalar_ex(nm_of(g), mb, AluOp::mul, masked ? -1.0f : -scale, nullptr, AluOp::min, 0.0f, &nm_old);
+        }
+    };
+    auto stage_e = [&](size_t g) {
+        const uint32_t r = blocks[g].row, n = blocks[g].n, nk = block_cols(n), nq = rows[r].nq;
+        const int bi = static_cast<int>(g % kRing);
+        const AccessPattern nm = nm_of(g), l = l_run[r % kRowRing].rows(0, nq);
+        const AccessPattern ps = p_sb[bi].region(0, nq, 0, nk);
+        const AccessPattern rs = n == 0 ? l : rowsum[bi].rows(0, nq);
+        if (masked_block(g))
+            kb.activation_ex(ps, s_sb[bi].region(0, nq, 0, nk), ActFunc::exp, 1.0f, nullptr, 0.0f, &nm, ReduceOp::add,
+                             &rs);
+        else
+            kb.activation_ex(ps, ps_s[bi].region(0, nq, 0, nk), ActFunc::exp, scale, nullptr, 0.0f, &nm, ReduceOp::add,
+                             &rs);
+        if (n == 0) return;
+        // alpha = exp(m_old - m) = e^(nm - nm_old) on the GpSimd, which has the time;
+        // l = l * alpha + rowsum.
+        const AccessPattern al = alpha[bi].rows(0, nq), nm_old = nm_of(g - 1);
+        kb.tensor_scalar_ex(al, nm, AluOp::sub, 0.0f, &nm_old, AluOp::pow, std::exp(1.0f), nullptr, F_REVERSE1,
+                            Engine::GpSimd);
+        kb.tensor_scalar_ex(l, l, AluOp::mul, 0.0f, &al, AluOp::add, 0.0f, &rs, 0, Engine::GpSimd);
+    };
+    auto pt_tile = [&](size_t g, uint32_t c) { return pt_sb[(g & 1) * kChunks + c]; };
+    auto stage_b = [&](size_t g) {
+        const uint32_t nk = block_cols(blocks[g].n), nq = rows[blocks[g].row].nq;
+        for (uint32_t c = 0; c * kRows < nk; ++c) {
+            const uint32_t w = std::min(kRows, nk - c * kRows);
+            kb.transpose(ps_pt[c].region(0, w, 0, nq), p_sb[g % kRing].region(0, nq, c * kRows, w));
+            // Three of four P^T evacuations on ScalarE: VectorE also carries the row max.
+            const Engine engine = c % 4 == 3 ? Engine::Vector : Engine::Scalar;
+            kb.tensor_copy(pt_tile(g, c).region(0, w, 0, nq), ps_pt[c].region(0, w, 0, nq), engine);
+        }
+    };
+    auto stage_c = [&](size_t g) {
+        const uint32_t r = blocks[g].row, n = blocks[g].n, k0 = n * kScoreCols, nk = block_cols(n);
+        const Row& row = rows[r];
+        const uint32_t nq = row.nq;
+        const int bi = static_cast<int>(g % kRing);
+        const AccessPattern pv = ps_pv[bi].region(0, nq, 0, Dv), oacc = o_acc[r % kRowRing].region(0, nq, 0, Dv);
+        for (uint32_t c = 0; c * kRows < nk; ++c) {
+            const uint32_t w = std::min(kRows, nk - c * kRows);
+            kb.matmul(pv, pt_tile(g, c).region(0, w, 0, nq), v_nat[head_buffer(row)].region(0, w, (k0 / kRows + c) * Dv, Dv),
+                      c > 0);
+        }
+        if (n == 0) {
+            kb.tensor_copy(oacc, pv);
+        } else {
+            const AccessPattern al = alpha[bi].rows(0, nq);
+            kb.tensor_scalar_ex(oacc, oacc, AluOp::mul, 0.0f, &al, AluOp::bypass, 0.0f, nullptr, 0, Engine::GpSimd);
+            kb.tensor_tensor(oacc, oacc, pv, AluOp::add);
+        }
+        if (n + 1 < row.nblocks) return;
+        // out = O / l, lse = m + log(l) = log(l) - nm
+        const AccessPattern l = l_run[r % kRowRing].rows(0, nq), ot = o_out[r & 1].region(0, nq, 0, Dv);
+        kb.tensor_scalar_ex(ot, oacc, AluOp::div, 0.0f, &l, AluOp::bypass, 0.0f, nullptr);
+        kb.dma_copy(O.rows(row.b, row.h, row.q0, nq), ot, dq.store());
+        const AccessPattern ll = log_l[r & 1].rows(0, nq), lt = lse_t[r & 1].rows(0, nq);
+        kb.activation(ll, l, ActFunc::log);
+        kb.tensor_tensor(lt, ll, nm_of(g), AluOp::sub);
+        kb.dma_copy(lse_rows(lse, row.b, row.h, row.q0, nq), lt, dq.store());
+        // The head's K and V buffer is free: the head after next loads into it, while the next
+        // one computes.
+        const int64_t head = row.b * s.H + row.h;
+        if (row.q0 + nq == Sq && head + 2 < s.B * s.H) load_head((head + 2) / s.H, (head + 2) % s.H);
+    };
+
+    load_head(0, 0);
+    if (s.B * s.H > 1) load_head(s.H > 1 ? 0 : 1, s.H > 1 ? 1 : 0);
+    // Head h+2 is loaded after head h's last C stage, and its first S stage must come after
+    // that: the stream is cut (the pipeline drains) before a head whose predecessor has fewer
+    // than three blocks.
+    auto head_of = [&](size_t g) { return rows[blocks[g].row].b * s.H + rows[blocks[g].row].h; };
+    std::vector<uint32_t> head_blocks(static_cast<size_t>(s.B * s.H), 0);
+    for (const Block& blk : blocks) ++head_blocks[static_cast<size_t>(rows[blk.row].b * s.H + rows[blk.row].h)];
+    auto cut_before = [&](size_t g) {
+        const int64_t head = head_of(g);
+        return blocks[g].n == 0 && rows[blocks[g].row].q0 == 0 && head >= 2 && head_blocks[head - 1] < 3;
+    };
+    const size_t nb = blocks.size();
+    for (size_t g0 = 0; g0 < nb;) {
+        size_t g1 = g0 + 1;
+        while (g1 < nb && !cut_before(g1)) ++g1;
+        start_row(blocks[g0].row);
+        stage_s(g0);
+        for (size_t g = g0; g < g1 + 2; ++g) {
+            if (g + 1 < g1) {
+                if (blocks[g + 1].n == 0) start_row(blocks[g + 1].row);
+                stage_s(g + 1);
+            }
+            if (g < g1) stage_e(g);
+            if (g >= g0 + 1 && g <= g1) stage_b(g - 1);
+            if (g >= g0 + 2) stage_c(g - 2);
+        }
+        g0 = g1;
+    }
 }
 
 void sdpa_backward(KernelBuilder& kb, const TensorDesc& dq, const TensorDesc& dk, const TensorDesc& dv,
