@@ -60,7 +60,8 @@ enum class Op : uint8_t {
     fused_elementwise,    // 'body' evaluated tile by tile in SBUF; outputs = body values
     fused_matmul,         // in0 @ in1 with 'body' (body[0] = the product) applied to each output tile before
                           // its store; in[2] = addend (beta f1, alpha f0) when i1 = 1; in[2..] are read as
-                          // [M,N] matrices with (row, col) strides dims[2k], dims[2k+1] for input 2+k
+                          // [M,N] matrices with (row, col) strides dims[2k], dims[2k+1] for input 2+k;
+                          // out[0] = the last step's result, out[k] = step body_outputs[k]'s
     eager,                // run by the host framework (eager_id names the call); not lowered
     count_,
 };
@@ -102,7 +103,7 @@ struct Node {
     std::vector<int64_t> dims;           // reduce dims; view: new sizes
     std::vector<int64_t> strides;        // view: new strides
     std::vector<Step> body;              // fused nodes
-    std::vector<int> body_outputs;       // fused_elementwise: step index of each output
+    std::vector<int> body_outputs;       // fused nodes: step index of each output
     int eager_id = -1;                   // eager: the host's id of the call
     std::string label;                   // eager: the op's name (reports); fused: what was fused
     bool dead = false;                   // removed by a pass (compacted by canonicalize)
@@ -250,9 +251,10 @@ std::vector<int> assign_scratch_tiles(const Node& fused, int* num_tiles);
 void build_fused_elementwise(KernelBuilder& kb, const Node& node, const std::vector<ops::TensorDesc>& in,
                              const std::vector<ops::TensorDesc>& out);
 // Matmul (in[0] @ in[1]) with node.body applied to every output tile before it is stored.
-// Operands are 2-D with unit stride in one dim (what fuse_matmul_epilogue admits).
+// Operands are 2-D with unit stride in one dim (what fuse_matmul_epilogue admits); out[k] is
+// written by step body_outputs[k] (out[0]: the last step).
 void build_fused_matmul(KernelBuilder& kb, const Node& node, const std::vector<ops::TensorDesc>& in,
-                        const ops::TensorDesc& out);
+                        const std::vector<ops::TensorDesc>& out);
 // ---------------------------------------------------------------- execution
 // Runs a compiled graph with no eager segments on 'core', binding each slot to an HBM
 // address (slot_addrs[slot]). Returns the summed statistics.

@@ -20,6 +20,14 @@ struct MatmulAddend {
     float beta = 1.0f;
 };
 
+// A DMA from src to dst that build_matmul issues for its prologue and epilogue hooks: on the
+// queues it keeps for loads (never its store queues), in rotation.
+using MatmulDma = std::function<void(const AccessPattern& dst, const AccessPattern& src)>;
+
+// Output tiles of build_matmul between their prologue (before their matmuls) and the end of their
+// epilogue: the PSUM banks in flight. Addend tiles rotate over this many SBUF buffers.
+constexpr int kMatmulTilesInFlight = 6;
+
 // C[M,N] = A[M,K] @ B[K,N] for each of 'batch' problems; all in HBM.
 // Each operand is a matrix of stored rows: ld* = elements between stored rows
 // (0 = dense), *_col_stride = elements between neighbours within a stored row.
@@ -41,10 +49,21 @@ struct MatmulArgs {
     int64_t a_batch_stride = 0, b_batch_stride = 0, c_batch_stride = 0;
     float alpha = 1.0f;                 // scales A @ B (before the addend and 'accumulate')
     MatmulAddend addend;
+    // Optional: called for each output tile (C[row0.., col0..], [rows, cols], of problem 'batch')
+    // before its matmuls are issued, so that what its epilogue reads (residuals, other operands)
+    // can be loaded into SBUF while the tile computes ('load': see MatmulDma). Tiles reach the
+    // prologue and the epilogue in the same order, up to kMatmulTilesInFlight tiles apart: SBUF
+    // buffers the prologue writes should rotate over that many, so that a load never waits on
+    // the epilogue of an earlier tile.
+    std::function<void(KernelBuilder& kb, uint32_t batch, uint32_t row0, uint32_t rows, uint32_t col0, uint32_t cols,
+                       const MatmulDma& load)>
+        prologue;
     // Optional: called on each finished output tile in SBUF ([rows, cols] of c_dtype, holding
     // C[row0.., col0..] of problem 'batch') just before its store; it may rewrite the tile in
-    // place (the compiler's fused epilogues: activation, residual, cast).
-    std::function<void(KernelBuilder& kb, const AccessPattern& tile, uint32_t batch, uint32_t row0, uint32_t col0)>
+    // place (the compiler's fused epilogues: activation, residual, cast) and write more outputs
+    // with 'store' (see MatmulDma).
+    std::function<void(KernelBuilder& kb, const AccessPattern& tile, uint32_t batch, uint32_t row0, uint32_t col0,
+                       const MatmulDma& store)>
         epilogue;
 };
 

@@ -18,9 +18,13 @@ private:
     std::array<double, 4> busy_ns_{};   // Tensor, Vector, Scalar, GpSimd
 };
 
-// Emits step 's' writing dst from its operand views (args in step order).
+// Whether step 's' needs a scratch region (fp32, dst's shape) for a partial result.
+bool step_needs_scratch(const Step& s);
+
+// Emits step 's' writing dst from its operand views (args in step order); 'scratch' is the
+// region step_needs_scratch() asks for (it may not overlap dst or the args).
 void emit_step(KernelBuilder& kb, EngineBalancer& engines, const Step& s, const AccessPattern& dst,
-               const std::vector<AccessPattern>& args);
+               const std::vector<AccessPattern>& args, const AccessPattern* scratch = nullptr);
 
 // 'ap' with another dtype (same element positions; the tile must be wide enough).
 AccessPattern with_dtype(AccessPattern ap, DType dt);

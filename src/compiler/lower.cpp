@@ -190,7 +190,7 @@ private:
                                    as_heads(in[5], 3), nullptr, n.i0 != 0, n.f0);
                 return;
             case Op::fused_elementwise: build_fused_elementwise(kb, n, in, out); return;
-            case Op::fused_matmul: build_fused_matmul(kb, n, in, out[0]); return;
+            case Op::fused_matmul: build_fused_matmul(kb, n, in, out); return;
             case Op::view:
             case Op::eager:
             case Op::count_: break;

@@ -122,6 +122,18 @@ inline Graph elementwise_chain(DType dt, int64_t rows, int64_t cols, bool expose
     return g;
 }
 
+// x [rows, K] @ w^T (w [N, K], a Linear weight) + bias [N], as one addmm node; returns its output.
+inline int add_linear(Graph& g, int x, int w, int bias) {
+    const int64_t rows = g.values[x].sizes[0], K = g.values[w].sizes[1], N = g.values[w].sizes[0];
+    const int wt = g.add_view(w, {K, N}, {1, K}, 0);
+    compiler::Node addmm;
+    addmm.op = Op::addmm;
+    addmm.inputs = {bias, x, wt};
+    addmm.f0 = 1.0f;
+    addmm.f1 = 1.0f;
+    return g.nodes[g.add_node(addmm, {{g.values[x].dtype, {rows, N}}})].outputs[0];
+}
+
 // out = (gelu(x @ w^T + bias)).view(B, T, N) + residual  (a linear layer with its epilogue)
 inline Graph linear_epilogue(DType dt, int64_t B, int64_t T, int64_t K, int64_t N) {
     Graph g;
@@ -129,17 +141,44 @@ inline Graph linear_epilogue(DType dt, int64_t B, int64_t T, int64_t K, int64_t 
     const int w = g.add_input(dt, {N, K});
     const int bias = g.add_input(dt, {N});
     const int residual = g.add_input(dt, {B, T, N});
-    const int wt = g.add_view(w, {K, N}, {1, K}, 0);
-    compiler::Node addmm;
-    addmm.op = Op::addmm;
-    addmm.inputs = {bias, x, wt};
-    addmm.f0 = 1.0f;
-    addmm.f1 = 1.0f;
-    const int h = g.nodes[g.add_node(addmm, {{dt, {B * T, N}}})].outputs[0];
+    const int h = add_linear(g, x, w, bias);
     const int a = g.unary(ops::Unary::gelu, h);
     const int a3 = g.add_view(a, {B, T, N}, {}, 0);
     const int y = g.binary(ops::Binary::add, a3, residual);
     g.set_outputs({y});
+    return g;
+}
+
+// A linear layer whose pre-activation is also an output (saved for the backward pass), as
+// traced: h = (x @ w^T + bias).view(B, T, N); a = gelu(h).view(B * T, N); returns {a, h}.
+inline Graph linear_gelu_saving_preactivation(DType dt, int64_t B, int64_t T, int64_t K, int64_t N) {
+    Graph g;
+    const int x = g.add_input(dt, {B * T, K});
+    const int w = g.add_input(dt, {N, K});
+    const int bias = g.add_input(dt, {N});
+    const int p = add_linear(g, x, w, bias);
+    const int h = g.add_view(p, {B, T, N}, {}, 0);
+    const int a = g.add_view(g.unary(ops::Unary::gelu, h), {B * T, N}, {}, 0);
+    g.set_outputs({a, h});
+    return g;
+}
+
+// The backward of an activation after a linear layer, as traced: grad_in =
+// activation_backward((dy @ w).view(B, T, N), x) with x [B, T, N] (the activation's input, or
+// its output for sigmoid and tanh).
+inline Graph matmul_activation_backward(DType dt, int64_t B, int64_t T, int64_t K, int64_t N, ops::ActivationGrad kind,
+                                        float threshold = 0.0f) {
+    Graph g;
+    const int dy = g.add_input(dt, {B * T, K});
+    const int w = g.add_input(dt, {K, N});
+    const int x = g.add_input(dt, {B, T, N});
+    const int grad = g.add_view(g.matmul(dy, w), {B, T, N}, {}, 0);
+    compiler::Node n;
+    n.op = Op::activation_backward;
+    n.i0 = static_cast<int64_t>(kind);
+    n.f0 = threshold;
+    n.inputs = {grad, x};
+    g.set_outputs({g.nodes[g.add_node(n, {{dt, {B, T, N}}})].outputs[0]});
     return g;
 }
 

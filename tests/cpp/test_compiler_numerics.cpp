@@ -85,6 +85,56 @@ TEST(CompilerNumerics, FusedMatmulEpilogueMatchesUnfused) {
     expect_all_near(fused[0], want, 3e-2, 2e-2, "gelu(x w^T + b) + r");
 }
 
+TEST(CompilerNumerics, FusedMatmulStoringThePreActivationMatchesUnfused) {
+    const int64_t B = 2, T = 100, K = 96, N = 600;   // ragged row and column tiles
+    const DType dt = DType::bf16;
+    Graph g = linear_gelu_saving_preactivation(dt, B, T, K, N);
+    const auto x = rounded(random_values(B * T * K, 11, -1, 1), dt), w = rounded(random_values(N * K, 12, -0.3f, 0.3f), dt),
+               bias = rounded(random_values(N, 13), dt);
+    CompiledRunner r;
+    CompiledGraph cg;
+    const auto fused = r.run(g, {x, w, bias}, {}, &cg);
+    EXPECT_EQ(cg.stats["fused_matmul_epilogue_stores"], 1);
+    EXPECT_EQ(cg.stats["hbm_intermediate_bytes"], 0);
+    const auto plain = r.run(g, {x, w, bias}, unfused());
+    EXPECT_EQ(fused[0], plain[0]) << "gelu(h)";
+    EXPECT_EQ(fused[1], plain[1]) << "h";
+    std::vector<float> want_h(B * T * N), want_a(B * T * N);
+    for (int64_t m = 0; m < B * T; ++m)
+        for (int64_t n = 0; n < N; ++n) {
+            double acc = 0;
+            for (int64_t k = 0; k < K; ++k) acc += static_cast<double>(x[m * K + k]) * w[n * K + k];
+            want_h[m * N + n] = rounded({static_cast<float>(acc) + bias[n]}, dt)[0];
+            want_a[m * N + n] = rounded({gelu(want_h[m * N + n])}, dt)[0];
+        }
+    expect_all_near(fused[1], want_h, 2e-2, 1e-2, "x w^T + b");
+    expect_all_near(fused[0], want_a, 3e-2, 2e-2, "gelu(x w^T + b)");
+}
+
+// Every activation backward fused into the matmul epilogue gives what the unfused kernel gives.
+TEST(CompilerNumerics, FusedMatmulActivationBackwardMatchesUnfused) {
+    const int64_t B = 2, T = 100, K = 96, N = 600;
+    using ops::ActivationGrad;
+    for (DType dt : {DType::bf16, DType::f32})
+        for (ActivationGrad kind : {ActivationGrad::gelu, ActivationGrad::gelu_tanh, ActivationGrad::silu,
+                                    ActivationGrad::sigmoid, ActivationGrad::tanh, ActivationGrad::threshold}) {
+            const std::string what = std::string(dtype_name(dt)) + " kind " + std::to_string(static_cast<int>(kind));
+            Graph g = matmul_activation_backward(dt, B, T, K, N, kind, 0.25f);
+            const auto dy = rounded(random_values(B * T * K, 21, -1, 1), dt),
+                       w = rounded(random_values(K * N, 22, -0.3f, 0.3f), dt), x = rounded(random_values(B * T * N, 23), dt);
+            CompiledRunner r;
+            CompiledGraph cg;
+            const auto fused = r.run(g, {dy, w, x}, {}, &cg);
+            EXPECT_EQ(cg.stats["fused_matmul_epilogue"], 1) << what;
+            EXPECT_EQ(cg.stats["hbm_intermediate_bytes"], 0) << what;
+            const auto plain = r.run(g, {dy, w, x}, unfused());
+            ASSERT_EQ(fused[0].size(), plain[0].size());
+            int64_t differ = 0;
+            for (size_t i = 0; i < plain[0].size(); ++i) differ += fused[0][i] != plain[0][i];
+            EXPECT_EQ(differ, 0) << what;
+        }
+}
+
 TEST(CompilerNumerics, FusedSoftmaxMatchesHost) {
     const int64_t rows = 130, cols = 77;
     Graph g;

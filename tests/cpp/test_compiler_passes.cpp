@@ -130,7 +130,7 @@ TEST(CompilerPasses, FuseMatmulEpilogueTakesBiasActivationAndResidual) {
     EXPECT_EQ(g.values[n.outputs[0]].sizes, (std::vector<int64_t>{2, 64, 256}));
 }
 
-TEST(CompilerPasses, FuseMatmulEpilogueLeavesSharedProductsAlone) {
+TEST(CompilerPasses, FuseMatmulEpilogueStoresAProductThatIsAlsoAnOutput) {
     Graph g;
     const int a = g.add_input(DType::f32, {32, 64});
     const int b = g.add_input(DType::f32, {64, 16});
@@ -138,9 +138,70 @@ TEST(CompilerPasses, FuseMatmulEpilogueLeavesSharedProductsAlone) {
     const int r = g.unary(ops::Unary::relu, p);
     g.set_outputs({r, p});   // the product is needed as is
     CompileOptions opt;
+    auto ctx = run_named(g, trn2(), opt, {"fuse_matmul_epilogue"});
+    EXPECT_EQ(ctx.stats["fused_matmul_epilogue_stores"], 1);
+    EXPECT_EQ(count_live(g, Op::matmul), 0);
+    const auto& n = only_live(g, Op::fused_matmul);
+    ASSERT_EQ(n.body.size(), 2u);
+    EXPECT_EQ(n.outputs, (std::vector<int>{r, p}));
+    EXPECT_EQ(n.body_outputs, (std::vector<int>{1, 0}));   // relu from step 1, the product from step 0
+    EXPECT_NO_THROW(g.verify());
+}
+
+TEST(CompilerPasses, FuseMatmulEpilogueStoresASavedPreActivationThroughReshapes) {
+    Graph g = linear_gelu_saving_preactivation(DType::bf16, 2, 64, 128, 256);
+    const int saved = g.outputs[1];   // the [B, T, N] view of the addmm output
+    CompileOptions opt;
     run_named(g, trn2(), opt, {"fuse_matmul_epilogue"});
-    EXPECT_EQ(count_live(g, Op::fused_matmul), 0);
-    EXPECT_EQ(count_live(g, Op::matmul), 1);
+    EXPECT_EQ(count_live(g, Op::addmm), 0);
+    EXPECT_EQ(count_live(g, Op::unary), 0);
+    const auto& n = only_live(g, Op::fused_matmul);
+    ASSERT_EQ(n.body.size(), 2u);
+    EXPECT_EQ(n.body[1].op, Op::unary);
+    ASSERT_EQ(n.outputs.size(), 2u);
+    EXPECT_EQ(n.outputs[1], saved);   // written by the fused node in its own shape
+    EXPECT_EQ(n.body_outputs, (std::vector<int>{1, 0}));
+    EXPECT_EQ(g.values[saved].sizes, (std::vector<int64_t>{2, 64, 256}));
+    // gelu's [B*T, N] reshape stays a view of the fused result.
+    EXPECT_EQ(count_live(g, Op::view), 2);   // w^T and the reshape of the result
+    EXPECT_NO_THROW(g.verify());
+}
+
+TEST(CompilerPasses, FuseMatmulEpilogueStopsBeforeAReaderOfAnIntermediate) {
+    Graph g;
+    const int a = g.add_input(DType::f32, {32, 64});
+    const int b = g.add_input(DType::f32, {64, 16});
+    const int p = g.matmul(a, b);
+    const int r = g.unary(ops::Unary::relu, p);
+    const int s = g.reduce(ops::Reduce::sum, p, {-1}, true);   // reads p after relu, before exp
+    const int e = g.unary(ops::Unary::exp, r);
+    g.set_outputs({e, s});
+    CompileOptions opt;
+    run_named(g, trn2(), opt, {"fuse_matmul_epilogue"});
+    // The fused node takes relu's place: exp would put it after the reduce that reads p.
+    const auto& n = only_live(g, Op::fused_matmul);
+    EXPECT_EQ(n.body.size(), 2u);
+    EXPECT_EQ(n.outputs, (std::vector<int>{r, p}));
+    EXPECT_EQ(count_live(g, Op::unary), 1);
+    EXPECT_NO_THROW(g.verify());
+}
+
+TEST(CompilerPasses, FuseMatmulEpilogueTakesActivationBackward) {
+    Graph g = matmul_activation_backward(DType::bf16, 2, 64, 96, 256, ops::ActivationGrad::gelu);
+    const int x = g.inputs[2];
+    CompileOptions opt;
+    auto ctx = run_named(g, trn2(), opt, {"fuse_matmul_epilogue"});
+    EXPECT_EQ(ctx.stats["fused_matmul_epilogue"], 1);
+    EXPECT_EQ(count_live(g, Op::activation_backward), 0);
+    const auto& n = only_live(g, Op::fused_matmul);
+    ASSERT_EQ(n.body.size(), 2u);
+    EXPECT_EQ(n.body[1].op, Op::activation_backward);
+    EXPECT_EQ(n.body[1].i0, static_cast<int64_t>(ops::ActivationGrad::gelu));
+    EXPECT_EQ(n.body[1].args, (std::vector<int>{-1, 2}));   // grad = the product, x = input 2
+    ASSERT_EQ(n.inputs.size(), 3u);
+    EXPECT_EQ(n.inputs[2], x);
+    EXPECT_EQ(n.dims, (std::vector<int64_t>{256, 1}));   // x read as the [M, N] matrix
+    EXPECT_EQ(n.outputs, g.outputs);
 }
 
 TEST(CompilerPasses, FuseSoftmaxRecognisesTheDecomposedForm) {

@@ -159,3 +159,105 @@ TEST(KernelMatmul, BatchedChainsRespectInstructionsBetweenThem) {
         EXPECT_EQ(value(out1, p, 63), 256.0f);
     }
 }
+
+namespace {
+
+// C = A @ B + R with R loaded by the prologue (rotating SBUF slots) and added by the epilogue,
+// which also stores the plain product P through the matmul's DMA hook. A [K, M] (transposed),
+// B [K, N], all f32 results.
+void check_prologue_and_epilogue_store(const ChipConfig& chip, uint32_t M, uint32_t K, uint32_t N) {
+    const uint64_t hbm = 256ull << 20;
+    NeuronCore core(chip, ExecMode::Functional, hbm);
+    const std::vector<float> At = bf16_values(size_t(K) * M, 1), B = bf16_values(size_t(K) * N, 2),
+                             R = bf16_values(size_t(M) * N, 3);
+    MatmulArgs args;
+    args.M = M, args.K = K, args.N = N;
+    args.a_transposed = true;
+    args.a = 0, args.b = 32ull << 20, args.c = 64ull << 20;
+    args.c_dtype = DType::f32;
+    const uint64_t r_addr = 96ull << 20, p_addr = 128ull << 20;
+    write(core, args.a, At, DType::bf16);
+    write(core, args.b, B, DType::bf16);
+    write(core, r_addr, R, DType::f32);
+    KernelBuilder kb(chip, "matmul", hbm);
+    std::vector<Tile> slots;
+    for (int i = 0; i < kMatmulTilesInFlight; ++i) slots.push_back(kb.alloc_sbuf(128, {512}, DType::f32));
+    std::vector<std::array<uint32_t, 2>> loaded, finished;   // tile origins, in call order
+    args.prologue = [&](KernelBuilder&, uint32_t, uint32_t row0, uint32_t rows, uint32_t col0, uint32_t cols,
+                        const MatmulDma& dma) {
+        const AccessPattern src = hbm_matrix_ap(r_addr + (uint64_t(row0) * N + col0) * 4, DType::f32, rows, cols, N);
+        dma(slots[loaded.size() % slots.size()].region(0, rows, 0, cols), src);
+        loaded.push_back({row0, col0});
+    };
+    args.epilogue = [&](KernelBuilder& k, const AccessPattern& tile, uint32_t, uint32_t row0, uint32_t col0,
+                        const MatmulDma& dma) {
+        const uint32_t rows = tile.partitions, cols = static_cast<uint32_t>(tile.free_elems());
+        dma(hbm_matrix_ap(p_addr + (uint64_t(row0) * N + col0) * 4, DType::f32, rows, cols, N), tile);
+        k.tensor_tensor(tile, tile, slots[finished.size() % slots.size()].region(0, rows, 0, cols), AluOp::add);
+        finished.push_back({row0, col0});
+    };
+    build_matmul(kb, args);
+    core.run(kb.finish());
+    EXPECT_EQ(loaded, finished);
+    EXPECT_EQ(loaded.size(), size_t((M + 127) / 128) * ((N + 511) / 512));
+
+    std::vector<float> C(size_t(M) * N), P(size_t(M) * N);
+    convert_to_f32(core.memory().hbm(args.c), DType::f32, C.data(), C.size());
+    convert_to_f32(core.memory().hbm(p_addr), DType::f32, P.data(), P.size());
+    for (uint32_t m = 0; m < M; ++m)
+        for (uint32_t n = 0; n < N; ++n) {
+            double ref = 0;
+            for (uint32_t k = 0; k < K; ++k) ref += double(At[size_t(k) * M + m]) * B[size_t(k) * N + n];
+            const size_t i = size_t(m) * N + n;
+            ASSERT_NEAR(P[i], ref, 1e-4 * std::sqrt(double(K)) + 1e-5) << "m=" << m << " n=" << n;
+            ASSERT_EQ(C[i], P[i] + R[i]) << "m=" << m << " n=" << n;
+        }
+}
+
+}  // namespace
+
+TEST(KernelMatmul, PrologueLoadsEpilogueOperandsInTileOrderAndEpilogueStoresMore) {
+    check_prologue_and_epilogue_store(load_chip("trn2"), 200, 300, 700);
+    ChipConfig small = load_chip("trn2");
+    small.sbuf.bytes_per_partition = 64 * 1024;   // K blocks: the prologue runs before the last one
+    check_prologue_and_epilogue_store(small, 256, 2560, 640);
+}
+
+// An epilogue operand loaded by the prologue is in SBUF when its tile leaves PSUM: a residual
+// add costs the TensorE-bound kernel almost nothing.
+TEST(KernelMatmul, PrologueLoadsKeepTheEpilogueOffTheCriticalPath) {
+    ChipConfig chip = load_chip("trn2");
+    auto run = [&](bool residual) {
+        NeuronCore core(chip, ExecMode::TimingOnly);
+        KernelBuilder kb(chip, "matmul");
+        MatmulArgs args;
+        args.M = args.K = args.N = 2048;
+        args.a_transposed = true;
+        args.b = 8 << 20;
+        args.c = 16 << 20;
+        const uint64_t r_addr = 24 << 20;
+        std::vector<Tile> slots;
+        if (residual)
+            for (int i = 0; i < kMatmulTilesInFlight; ++i) slots.push_back(kb.alloc_sbuf(128, {512}, DType::bf16));
+        uint64_t loaded = 0, finished = 0;
+        if (residual) {
+            args.prologue = [&](KernelBuilder&, uint32_t, uint32_t row0, uint32_t rows, uint32_t col0, uint32_t cols,
+                                const MatmulDma& dma) {
+                const Tile& t = slots[loaded++ % slots.size()];
+                for (uint32_t p0 = 0; p0 < rows; p0 += 32)
+                    dma(t.region(p0, 32, 0, cols),
+                        hbm_matrix_ap(r_addr + (uint64_t(row0 + p0) * 2048 + col0) * 2, DType::bf16, 32, cols, 2048));
+            };
+            args.epilogue = [&](KernelBuilder& k, const AccessPattern& tile, uint32_t, uint32_t, uint32_t,
+                                const MatmulDma&) {
+                const uint32_t rows = tile.partitions, cols = static_cast<uint32_t>(tile.free_elems());
+                k.tensor_tensor(tile, tile, slots[finished++ % slots.size()].region(0, rows, 0, cols), AluOp::add);
+            };
+        }
+        build_matmul(kb, args);
+        return static_cast<double>(core.run(kb.finish()).duration_ps());
+    };
+    const double plain = run(false), with_residual = run(true);
+    EXPECT_LT(with_residual, 1.03 * plain) << "plain " << plain * 1e-6 << " us, with residual " << with_residual * 1e-6
+                                           << " us";
+}

@@ -6,7 +6,9 @@
 //   for each 512-column n chunk, for each 128-row m tile:
 //       for each 128-deep k tile: nc_matmul into one PSUM bank (accumulate over k)
 //       evacuate PSUM -> SBUF (Vector and Scalar alternate) through the epilogue
-//       (alpha, addend), DMA to HBM.
+//       (alpha, addend, the caller's epilogue hook), DMA to HBM.
+//   An output tile's addend (and whatever the caller's prologue hook loads) is loaded before
+//   the tile's matmuls.
 // Panels are double buffered, PSUM banks and output staging tiles rotate, so
 // loads, matmuls, evacuations and stores of neighbouring tiles overlap. Operands
 // stored the other way round (A as [M,K], B as [N,K], e.g. a Linear weight) are
@@ -33,7 +35,7 @@ constexpr int kPsumRotation = 6;
 constexpr int kPsumRotationWithTransposes = 4;
 constexpr int kTransposeBanks = 4;
 constexpr int kStagingRotation = 8;    // output tiles in flight to HBM
-constexpr int kAddendRotation = 6;     // addend tiles in flight (loaded before their tile's matmuls)
+constexpr int kAddendRotation = kMatmulTilesInFlight;   // addend tiles (loaded before their tile's matmuls)
 // Pieces of operands stored the other way round ([rows, K] instead of [K, rows]): each holds
 // up to 4 k tiles of 128 rows, loads with one DMA per k tile (several queues at once) and is
 // transposed on the TensorE. The ring is deep enough that the loads run well ahead of the
@@ -145,7 +147,9 @@ void build_matmul(KernelBuilder& kb, const MatmulArgs& args) {
 
     const ChipConfig& chip = kb.chip();
     const DmaTransposes dma_t = dma_transposes(kb, a);
-    const Blocking blk = choose_blocking(a, chip.sbuf.bytes_per_partition * 85 / 100, dma_t.pieces(a));
+    // SBUF the caller already holds (e.g. a fused epilogue's tiles) is not available to the panels.
+    const Blocking blk =
+        choose_blocking(a, (chip.sbuf.bytes_per_partition - kb.sbuf_bytes_in_use()) * 85 / 100, dma_t.pieces(a));
     const bool k_blocked = blk.KB < a.K;
     const uint32_t nkt_max = ceil_div(blk.KB, kTileK);
 
@@ -206,6 +210,11 @@ void build_matmul(KernelBuilder& kb, const MatmulArgs& args) {
             kb.dma_copy(d, s, static_cast<int>(load_queues - store_queues + store_next++ % store_queues));
         }
     };
+    // The prologue's and epilogue's transfers rotate over the queues before the store queues.
+    uint32_t hook_next = 0;
+    const MatmulDma hook_dma = [&](const AccessPattern& dst, const AccessPattern& src) {
+        kb.dma_copy(dst, src, static_cast<int>(hook_next++ % std::max(1u, load_queues - store_queues)));
+    };
 
     int psum_next = 0, staging_next = 0, evac_next = 0, tpose_next = 0, d_next = 0;
     int a_buf = 0, b_buf = 0;
@@ -248,7 +257,7 @@ void build_matmul(KernelBuilder& kb, const MatmulArgs& args) {
         if (last_part) {
             if (!has_addend && a.alpha == 1.0f) {
                 kb.tensor_tensor(st_ap, sum, *last_part, AluOp::add, Engine::Vector);
-                if (a.epilogue) a.epilogue(kb, st_ap, bi, row0, col0);
+                if (a.epilogue) a.epilogue(kb, st_ap, bi, row0, col0, hook_dma);
                 store(C.block(bi, row0, ms, col0, ns), st_ap);
                 return;
             }
@@ -265,7 +274,7 @@ void build_matmul(KernelBuilder& kb, const MatmulArgs& args) {
         } else if (a.alpha == 1.0f) {
             kb.tensor_copy(st_ap, sum, evac);
         }
-        if (a.epilogue) a.epilogue(kb, st_ap, bi, row0, col0);
+        if (a.epilogue) a.epilogue(kb, st_ap, bi, row0, col0, hook_dma);
         store(C.block(bi, row0, ms, col0, ns), st_ap);
     };
 
@@ -274,6 +283,7 @@ void build_matmul(KernelBuilder& kb, const MatmulArgs& args) {
             for (uint32_t n0 = 0; n0 < a.N; n0 += kTileN)
                 for (uint32_t m0 = 0; m0 < a.M; m0 += kTileM) {
                     const uint32_t ms = std::min(kTileM, a.M - m0), ns = std::min(kTileN, a.N - n0);
+                    if (a.prologue) a.prologue(kb, bi, m0, ms, n0, ns, hook_dma);
                     finish_tile(zeros.region(0, ms, 0, ns), nullptr, bi, m0, ms, n0, ns,
                                 (evac_next++ & 1) ? Engine::Scalar : Engine::Vector);
                 }
@@ -477,8 +487,11 @@ void build_matmul(KernelBuilder& kb, const MatmulArgs& args) {
                             const size_t tiles_left = ceil_div(mb - mt, kTileM);
                             run_jobs(std::max(needed, jobs_done + ceil_div(static_cast<uint32_t>(next_chunk_needs - jobs_done),
                                                                            static_cast<uint32_t>(tiles_left))));
-                            const Tile* addend_tile =
-                                !k_blocked || last_k ? prepare_addend(bi, m0 + mt, ms, n0 + nc, ns) : nullptr;
+                            const Tile* addend_tile = nullptr;
+                            if (!k_blocked || last_k) {
+                                addend_tile = prepare_addend(bi, m0 + mt, ms, n0 + nc, ns);
+                                if (a.prologue) a.prologue(kb, bi, m0 + mt, ms, n0 + nc, ns, hook_dma);
+                            }
                             const Tile& ps = psum[psum_next];
                             psum_next = (psum_next + 1) % static_cast<int>(psum.size());
                             const AccessPattern out = ps.region(0, ms, 0, ns);
