@@ -172,6 +172,25 @@ TEST_F(OpsReduce, ColumnReductionIsFasterThanElementDmas) {
               3 * reduction_ps(chip, Reduce::sum, {8192, 768}, {1}, {8192}) / 2);
 }
 
+TEST_F(OpsReduce, TwoByteColumnSumsRunOnTheTensorEngine) {
+    // bf16 bias gradients: the rows are summed by matmuls against a column of ones, with no
+    // VectorE/GpSimdE accumulation, and the kernel is faster than the fp32 one of the same shape.
+    KernelBuilder kb(chip, "reduce", 1ull << 30);
+    ops::reduce(kb, Reduce::sum, TensorDesc::contiguous(1, DType::bf16, {2048}),
+                TensorDesc::contiguous(2, DType::bf16, {4096, 2048}), {0});
+    const Program prog = kb.finish();
+    int matmuls = 0, adds = 0;
+    for (const Instruction& ins : prog.instrs) {
+        matmuls += ins.op == Opcode::nc_matmul;
+        adds += ins.op == Opcode::tensor_tensor;
+    }
+    EXPECT_EQ(matmuls, 4096 / 128 * 2048 / 512);
+    EXPECT_EQ(adds, 0);
+    NeuronCore timing(chip, ExecMode::TimingOnly, 1ull << 30);
+    const uint64_t args[2] = {64ull << 20, 128ull << 20};
+    EXPECT_LT(timing.run(prog, nullptr, args, 2).duration_ps(), reduction_ps(chip, Reduce::sum, {4096, 2048}, {0}, {2048}));
+}
+
 TEST_F(OpsReduce, WholeTensorReductionUsesAllPartitions) {
     // the mean of all of [8192, 2048] (a loss) reads 128 partitions at a time: its simulated
     // time stays within 1.5x of the sum over dim 1, whose 8192 outputs fill the partitions.

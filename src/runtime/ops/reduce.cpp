@@ -132,6 +132,87 @@ std::vector<RowBlock> row_blocks(const std::vector<Dim>& rows, uint32_t gmax) {
     return out;
 }
 
+// Sums (and means) of 2-byte float columns run on the TensorE instead: each row tile [P, C]
+// is the moving operand of a matmul against a stationary column of ones [P, 1], so a PSUM row
+// [1, 512] accumulates the column sums over all row tiles in fp32 (as the VectorE path would).
+// The kernel is then bound by its loads, and the Vector/GpSimd engines stay free.
+bool tensor_column_sum(Reduce op, const TensorDesc& in) {
+    return (op == Reduce::sum || op == Reduce::mean) && (in.dtype == DType::bf16 || in.dtype == DType::f16);
+}
+
+void column_sum_on_tensor_engine(KernelBuilder& kb, Reduce op, const TensorDesc& out, const TensorDesc& in,
+                                 const IterSpace& s, const ColumnPlan& plan, int64_t R) {
+    constexpr uint32_t kBankCols = 512;      // fp32 PSUM columns of one bank
+    constexpr uint32_t kBanksPerGroup = 2;   // columns in flight: one group accumulates, one drains
+    constexpr uint32_t kGroupCols = kBanksPerGroup * kBankCols;
+    const int64_t C = plan.col.size;
+    const uint32_t Cmax = static_cast<uint32_t>(std::min<int64_t>(C, kGroupCols));
+    const uint32_t fmax = column_budget(kb.chip(), dtype_size(in.dtype), 3);
+    const std::vector<RowBlock> blocks = row_blocks(plan.rows, std::max<uint32_t>(1, fmax / Cmax));
+    uint32_t F = 1;
+    for (const RowBlock& b : blocks) F = std::max(F, b.G * Cmax);
+
+    TileRing x_ring(kb, 4, {F}, in.dtype);
+    const Tile ones = kb.alloc_sbuf(kPartitions, {1}, in.dtype);
+    kb.memset(ones.ap(), 1.0f);
+    std::array<std::array<Tile, kBanksPerGroup>, 2> ps;
+    for (auto& set : ps)
+        for (auto& t : set) t = kb.alloc_psum(1, kBankCols);
+    TileRing o_ring(kb, 2, {Cmax}, out.dtype);
+    DmaQueues queues(kb.chip());
+    const float inv_r = 1.0f / static_cast<float>(R);
+    int set = 0;
+
+    for_each_box(plan.outer, s.offset, 1, 0, [&](const Box& outer) {
+        for (int64_t c0 = 0; c0 < C; c0 += Cmax) {
+            const uint32_t Cc = static_cast<uint32_t>(std::min<int64_t>(Cmax, C - c0));
+            const auto& acc = ps[set];
+            set ^= 1;
+            bool first = true;
+            for (const RowBlock& b : blocks) {
+                const Tile& x = x_ring.next();
+                Box box;
+                box.offset = outer.offset;
+                box.offset[1] += b.offset + c0;
+                Dim pd, gd, cd;
+                pd.size = b.P, pd.stride[1] = b.pstride;
+                gd.size = b.G, gd.stride[1] = b.gstride;
+                cd.size = Cc, cd.stride[1] = 1;
+                box.dims = {pd, gd, cd};
+                dma_tile(kb, queues, tile_view(x, b.P, b.G * Cc), hbm_ap(box, 1, in), false);
+                for (uint32_t g = 0; g < b.G; ++g) {
+                    for (uint32_t j = 0; j * kBankCols < Cc; ++j) {
+                        const uint32_t w = std::min(kBankCols, Cc - j * kBankCols);
+                        AccessPattern moving = tile_view(x, b.P, w);
+                        moving.offset += (static_cast<uint64_t>(g) * Cc + j * kBankCols) * dtype_size(in.dtype);
+                        kb.matmul(acc[j].region(0, 1, 0, w), ones.rows(0, b.P), moving, !first);
+                    }
+                    first = false;
+                }
+            }
+            const Tile& o = o_ring.next();
+            for (uint32_t j = 0; j * kBankCols < Cc; ++j) {
+                const uint32_t w = std::min(kBankCols, Cc - j * kBankCols);
+                const AccessPattern ov = o.region(0, 1, j * kBankCols, w), pv = acc[j].region(0, 1, 0, w);
+                if (op == Reduce::mean) kb.tensor_scalar(ov, pv, AluOp::mul, inv_r);
+                else kb.tensor_copy(ov, pv, j % 2 ? Engine::Scalar : Engine::Vector);
+            }
+            Box ob;
+            ob.offset = outer.offset;
+            ob.offset[0] += c0 * plan.col.stride[0];
+            Dim rd, cd;
+            cd.size = Cc, cd.stride[0] = plan.col.stride[0];
+            ob.dims = {rd, cd};
+            kb.dma_copy(hbm_ap(ob, 0, out), o.region(0, 1, 0, Cc), queues.store());
+        }
+    });
+    o_ring.release(kb);
+    for (auto it = ps.rbegin(); it != ps.rend(); ++it)
+        for (auto t = it->rbegin(); t != it->rend(); ++t) kb.release(*t);
+    kb.release(ones);
+    x_ring.release(kb);
+}
+
 void column_reduce(KernelBuilder& kb, Reduce op, const TensorDesc& out, const TensorDesc& in, const IterSpace& s,
                    const ColumnPlan& plan, int64_t R) {
     const ReduceOp rop = reduce_op_for(op);
@@ -348,7 +429,8 @@ void reduce(KernelBuilder& kb, Reduce op, const TensorDesc& out, const TensorDes
     red.nred = simplify(red.space, true, red.nred);
     ColumnPlan plan;
     if (column_layout(red.space, red.nred, &plan)) {
-        column_reduce(kb, op, out, in, red.space, plan, red.R);
+        if (tensor_column_sum(op, in)) column_sum_on_tensor_engine(kb, op, out, in, red.space, plan, red.R);
+        else column_reduce(kb, op, out, in, red.space, plan, red.R);
         return;
     }
     const uint32_t fmax = column_budget(kb.chip(), dtype_size(in.dtype), 3);
