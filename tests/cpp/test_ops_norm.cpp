@@ -199,6 +199,63 @@ TEST_F(OpsNorm, LayerNormAndRmsNormForwardBackward) {
     }
 }
 
+TEST_F(OpsNorm, NormRowTilesInFlightWithAnyGradients) {
+    // One row per partition over many row tiles (several in flight at once, the last one partial),
+    // each gradient optional; rows longer than one PSUM partition accumulates (5000 columns), and
+    // rows whose backward keeps fewer row tiles in flight to fit SBUF (5120 and 5632 columns).
+    struct Case {
+        std::vector<int64_t> sizes;
+        bool affine;
+        DType dt;
+    };
+    const std::vector<Case> cases = {{{700, 1024}, true, DType::bf16},  {{3, 300, 640}, false, DType::f32},
+                                     {{150, 5000}, false, DType::bf16}, {{260, 5120}, true, DType::bf16},
+                                     {{300, 5632}, true, DType::bf16}};
+    for (const Case& c : cases) {
+        for (bool rms : {false, true}) {
+            const int64_t D = c.sizes.back(), rows = numel(c.sizes) / D;
+            std::vector<int64_t> stat_shape = c.sizes;
+            stat_shape.back() = 1;
+            const TensorDesc x = view(2, c.dt, c.sizes), w = view(3, c.dt, {D}), b = view(4, c.dt, {D});
+            const TensorDesc y = view(1, c.dt, c.sizes), mean = view(5, DType::f32, stat_shape),
+                             rstd = view(6, DType::f32, stat_shape), g = view(7, c.dt, c.sizes);
+            std::vector<float> xv = put_random(x, -2.0f, 3.0f), wv, bv;
+            if (c.affine) wv = put_random(w, 0.5f, 1.5f), bv = rms ? std::vector<float>{} : put_random(b);
+            const std::vector<float> gv = put_random(g);
+            const float eps = 1e-5f;
+            const NormRef ref = norm_ref(rms, xv, wv, bv, gv, rows, D, eps);
+            const std::string what = std::string(rms ? "rms_norm " : "layer_norm ") + x.str();
+            const TensorDesc* wp = c.affine ? &w : nullptr;
+            KernelBuilder kb = builder("norm");
+            if (rms) ops::rms_norm(kb, y, &rstd, x, wp, 1, eps);
+            else ops::layer_norm(kb, y, &mean, &rstd, x, wp, c.affine ? &b : nullptr, 1, eps);
+            run(kb);
+            expect_close(get(y), ref.y, c.dt, (what + " y").c_str(), 1e-5, 1e-4);
+            expect_close(get(rstd), ref.rstd, DType::f32, (what + " rstd").c_str(), 1e-5, 1e-4);
+            if (!rms) expect_close(get(mean), ref.mean, DType::f32, (what + " mean").c_str(), 1e-5, 1e-4);
+
+            // grad_in only, the parameter gradients only, all of them.
+            for (int wanted : {1, 6, 7}) {
+                const TensorDesc gx = view(8, c.dt, c.sizes), gw = view(9, c.dt, {D}), gb = view(10, c.dt, {D});
+                const TensorDesc* gxp = wanted & 1 ? &gx : nullptr;
+                const TensorDesc* gwp = wanted & 2 ? &gw : nullptr;
+                const TensorDesc* gbp = wanted & 4 && !rms ? &gb : nullptr;
+                for (const TensorDesc* t : {gxp, gwp, gbp})
+                    if (t) poison(*t);
+                KernelBuilder kb2 = builder("norm_bwd");
+                if (rms) ops::rms_norm_backward(kb2, gxp, gwp, g, x, rstd, wp, 1);
+                else ops::layer_norm_backward(kb2, gxp, gwp, gbp, g, x, mean, rstd, wp, 1);
+                run(kb2);
+                const std::string which = what + " gradients " + std::to_string(wanted);
+                if (gxp) expect_close(get(gx), ref.gx, c.dt, (which + " grad_in").c_str(), 1e-4, 1e-4);
+                const double sum_tol = 1e-4 * std::sqrt(double(rows));
+                if (gwp) expect_close(get(gw), ref.gw, c.dt, (which + " grad_weight").c_str(), sum_tol, 1e-4);
+                if (gbp) expect_close(get(gb), ref.gb, c.dt, (which + " grad_bias").c_str(), sum_tol, 1e-4);
+            }
+        }
+    }
+}
+
 TEST_F(OpsNorm, NormVeryLongRowsBuildAndEmptyIsNoop) {
     KernelBuilder big_kb = builder("ln");
     const TensorDesc big = view(2, DType::f32, {2, 1 << 20}), big_out = view(1, DType::f32, {2, 1 << 20});

@@ -400,6 +400,9 @@ std::vector<RowTile> plan_rows(const IterSpace& s, int nred, uint32_t fmax, bool
 DmaQueues::DmaQueues(const ChipConfig& chip)
     : n_(std::max(1u, chip.dma.queues)), store_n_(n_ >= 4 ? n_ / 4 : 0) {}
 
+DmaQueues::DmaQueues(const ChipConfig& chip, uint32_t store_queues)
+    : n_(std::max(1u, chip.dma.queues)), store_n_(n_ > 1 ? std::clamp(store_queues, 1u, n_ - 1) : 0) {}
+
 int DmaQueues::load() {
     const uint32_t n = n_ - store_n_;
     return static_cast<int>(load_next_++ % n);
@@ -410,13 +413,13 @@ int DmaQueues::store() {
     return static_cast<int>(n_ - store_n_ + store_next_++ % store_n_);
 }
 
-void dma_tile(KernelBuilder& kb, DmaQueues& q, const AccessPattern& dst, const AccessPattern& src, bool store) {
-    constexpr uint64_t kSplitBytes = 256 * 1024;   // below this one queue finishes soon enough
+void dma_tile(KernelBuilder& kb, DmaQueues& q, const AccessPattern& dst, const AccessPattern& src, bool store,
+              uint64_t split_bytes) {
     const AccessPattern& hbm = store ? dst : src;
     const AccessPattern& sbuf = store ? src : dst;
     const uint32_t P = sbuf.partitions;
     const uint32_t groups = std::min<uint32_t>(4, P / 32);
-    if (hbm.partitions != P || groups < 2 || hbm.bytes() < kSplitBytes) {
+    if (hbm.partitions != P || groups < 2 || hbm.bytes() < split_bytes) {
         kb.dma_copy(dst, src, store ? q.store() : q.load());
         return;
     }

@@ -136,6 +136,9 @@ void for_each_box(const std::vector<Dim>& dims, const std::array<int64_t, kMaxOp
 class DmaQueues {
 public:
     explicit DmaQueues(const ChipConfig& chip);
+    // The last 'store_queues' queues take the stores (clamped so that one queue is left for loads),
+    // for kernels whose stores are a larger share of their traffic than a quarter.
+    DmaQueues(const ChipConfig& chip, uint32_t store_queues);
     int load();
     int store();
 
@@ -146,7 +149,11 @@ private:
 // A DMA between an SBUF tile view and an HBM access pattern with the same partitions: large
 // transfers are split into partition groups on several queues (one DMA queue alone moves a
 // fraction of the core's bandwidth), others go to one queue. store = SBUF to HBM.
-void dma_tile(KernelBuilder& kb, DmaQueues& q, const AccessPattern& dst, const AccessPattern& src, bool store);
+// 'split_bytes': the size from which a transfer is split (kernels that keep several tiles in flight
+// split smaller ones, so that each arrives sooner).
+constexpr uint64_t kDmaSplitBytes = 256 * 1024;   // below this one queue finishes soon enough
+void dma_tile(KernelBuilder& kb, DmaQueues& q, const AccessPattern& dst, const AccessPattern& src, bool store,
+              uint64_t split_bytes = kDmaSplitBytes);
 
 // 'depth' SBUF tiles of [128, free] of one dtype, handed out in rotation.
 class TileRing {

@@ -6,7 +6,11 @@
 // back to the rows through stride-0 broadcast access patterns. Softmax rows
 // longer than one tile are processed in chunks over several passes. Weight and
 // bias gradients accumulate per partition in fp32 and are summed across
-// partitions at the end by a TensorE matmul with a ones vector.
+// partitions at the end by a TensorE matmul with a ones vector; with one row
+// per partition the TensorE sums each row tile into PSUM accumulators instead.
+// Layer norm and rms norm rows of at least kEngineSplitRow elements lie one per
+// partition and their row tiles are software-pipelined (run_pipeline): each
+// engine's in-order queue holds the stages of several row tiles in flight.
 #include <algorithm>
 #include <cmath>
 
@@ -18,9 +22,10 @@ using namespace detail;
 
 namespace {
 
-// Normalized rows at least this long are laid one per partition by the forward, which then
-// splits its work across VectorE, ScalarE and GpSimdE (shorter rows are grouped G to a
-// partition and normalized on the VectorE, fewer instructions).
+// Normalized rows at least this long are laid one per partition by layer norm and rms norm, which
+// then split their work across VectorE, ScalarE, GpSimdE (and TensorE for the parameter
+// gradients); shorter rows are grouped G to a partition and normalized on the VectorE, fewer
+// instructions.
 constexpr uint32_t kEngineSplitRow = 512;
 
 AccessPattern chunk_view(const Tile& t, uint32_t P, uint32_t G, uint32_t R) { return tile_view(t, P, {G, R}, {R, 1}); }
@@ -32,14 +37,19 @@ void check_same_shape(const std::string& op, const TensorDesc& a, const TensorDe
     if (a.sizes != b.sizes) fail(op, "shape mismatch: " + a.str() + " vs " + b.str());
 }
 
-// Loads t (D elements, row-major over its own dims) into every partition of row tile 'dst' ([128, D]).
-void load_row_broadcast(KernelBuilder& kb, const Tile& dst, const TensorDesc& t, DmaQueues& q) {
+// Loads t (D elements, row-major over its own dims) into every partition of row tile 'dst' ([128, D]),
+// in four partition groups on as many queues (one queue alone moves a quarter of the rate); on the
+// store queues when 'store_queues' (idle at a kernel's start, while the load queues bring the first
+// row tiles).
+void load_row_broadcast(KernelBuilder& kb, const Tile& dst, const TensorDesc& t, DmaQueues& q,
+                        bool store_queues = false) {
+    constexpr uint32_t kGroup = kPartitions / 4;
     IterSpace s = elementwise_space("row", t, {});
     simplify(s, false);
     uint32_t pos = 0;
     for_each_box(s.dims, s.offset, s.numel(), kMaxFreeDims, [&](const Box& b) {
         AccessPattern src = hbm_ap(b, 0, t, 0, 0);
-        src.partitions = kPartitions;
+        src.partitions = kGroup;
         src.partition_stride = 0;
         src.ndim = static_cast<uint8_t>(std::max<size_t>(1, b.dims.size()));
         for (size_t d = 0; d < b.dims.size(); ++d) {
@@ -47,7 +57,8 @@ void load_row_broadcast(KernelBuilder& kb, const Tile& dst, const TensorDesc& t,
             src.stride[d] = b.dims[d].stride[0];
         }
         const uint32_t n = static_cast<uint32_t>(b.numel());
-        kb.dma_copy(dst.region(0, kPartitions, pos, n), src, q.load());
+        for (uint32_t p0 = 0; p0 < kPartitions; p0 += kGroup)
+            kb.dma_copy(dst.region(p0, kGroup, pos, n), src, store_queues ? q.store() : q.load());
         pos += n;
     });
 }
@@ -340,6 +351,184 @@ void softmax_backward(KernelBuilder& kb, const TensorDesc& grad_in, const Tensor
 // ------------------------------------------------------------------ layer norm / rms norm
 namespace {
 
+// SBUF buffers indexed by row tile: tile i uses buffer i % depth. The pipelined kernels below keep
+// several row tiles in flight, each stage addressing the buffers of its own tile.
+class TileSlots {
+public:
+    TileSlots() = default;
+    TileSlots(KernelBuilder& kb, int depth, uint32_t cols, DType dt) {
+        for (int i = 0; i < depth; ++i) tiles_.push_back(kb.alloc_sbuf(kPartitions, {cols}, dt));
+    }
+    const Tile& operator[](size_t i) const { return tiles_[i % tiles_.size()]; }
+    void release(KernelBuilder& kb) {
+        for (auto it = tiles_.rbegin(); it != tiles_.rend(); ++it) kb.release(*it);
+        tiles_.clear();
+    }
+
+private:
+    std::vector<Tile> tiles_;
+};
+
+// A software pipeline over n row tiles: step k runs every stage, in the order given, on tile
+// k + lead (when there is such a tile). Each engine's in-order queue then interleaves the stages
+// of several tiles, so that work of an older tile never waits behind a newer tile's dependency.
+struct PipelineStage {
+    size_t lead;
+    std::function<void(size_t)> run;
+};
+void run_pipeline(size_t n, const std::vector<PipelineStage>& stages) {
+    size_t max_lead = 0;
+    for (const PipelineStage& s : stages) max_lead = std::max(max_lead, s.lead);
+    for (size_t k = 0; k < n + max_lead; ++k)
+        for (const PipelineStage& s : stages)
+            if (k + s.lead >= max_lead && k + s.lead - max_lead < n) s.run(k + s.lead - max_lead);
+}
+
+// Nanoseconds per element of a pass of one engine over a row (preset rates).
+double ns_per_elem(const StreamEngineConfig& e, double cycles_per_elem) {
+    return cycles_per_elem / (std::max<uint32_t>(1, e.elems_per_cycle) * e.clock_ghz);
+}
+
+// Two-input elementwise passes over D columns split between the VectorE (columns [0, c)) and the
+// GpSimdE (the rest): c such that both finish a row tile together, given 'ops' such passes and
+// the other work each engine has per row tile. Slices under kMinSplit columns are not split off.
+uint32_t vector_columns(const ChipConfig& chip, uint32_t D, int ops, double vector_other_ns, double gpsimd_other_ns) {
+    constexpr uint32_t kMinSplit = 128, kAlign = 32;
+    if (ops == 0) return D;
+    const double v = ns_per_elem(chip.vector, chip.vector.two_input_cycles_per_elem);
+    const double g = ns_per_elem(chip.gpsimd, chip.gpsimd.two_input_cycles_per_elem);
+    const double g_fixed = chip.gpsimd.fixed_overhead_cycles / chip.gpsimd.clock_ghz;
+    const double c = (gpsimd_other_ns + ops * (g_fixed + D * g) - vector_other_ns) / (ops * (v + g));
+    const uint32_t cols = static_cast<uint32_t>(std::clamp(std::round(c / kAlign) * kAlign, 0.0, double(D)));
+    if (cols < kMinSplit) return 0;
+    return D - cols < kMinSplit ? D : cols;
+}
+
+// Estimated busy nanoseconds of one pass over n elements per partition on engine e, reading and
+// writing 'operands' tensors (their access overheads count where e does not pipeline them).
+double pass_ns(const StreamEngineConfig& e, double n, double cycles_per_elem, int operands) {
+    double c = std::max<double>(e.min_ii_cycles, n * cycles_per_elem / std::max<uint32_t>(1, e.elems_per_cycle)) +
+               e.fixed_overhead_cycles;
+    if (!e.access_overhead_pipelined) c += static_cast<double>(e.access_overhead_cycles) * operands;
+    return c / e.clock_ghz;
+}
+
+// Runs op(first column, count, engine) on the VectorE's and the GpSimdE's column ranges.
+void split_columns(uint32_t D, uint32_t vector_cols, const std::function<void(uint32_t, uint32_t, Engine)>& op) {
+    if (vector_cols > 0) op(0, vector_cols, Engine::Vector);
+    if (vector_cols < D) op(vector_cols, D - vector_cols, Engine::GpSimd);
+}
+
+// SBUF bytes per partition left to a kernel that allocates now (a few small tiles aside).
+uint64_t sbuf_available(const KernelBuilder& kb) {
+    constexpr uint64_t kSmallTiles = 4096;
+    const uint64_t total = kb.chip().sbuf.bytes_per_partition, used = kb.sbuf_bytes_in_use() + kSmallTiles;
+    return total > used ? total - used : 0;
+}
+
+// The forward with one row per partition (rows of at least kEngineSplitRow elements), row tiles
+// software-pipelined: step k loads tile k+3, sums the row of tile k+2 on the VectorE (layer
+// norm), runs the ScalarE part of tile k+1 (-mean; the sum of squared deviations as a square
+// with the -mean bias and a fused sum; rstd; xhat = (x - mean) * rstd) and the weight and bias
+// passes of tile k, split by columns between the VectorE and the GpSimdE, then stores it.
+// Returns false, emitting nothing, when its buffers do not fit in SBUF.
+bool norm_forward_rows(KernelBuilder& kb, bool rms, const std::vector<RowTile>& tiles, uint32_t D,
+                       const TensorDesc& out, const TensorDesc* mean, const TensorDesc* rstd, const TensorDesc& in,
+                       const TensorDesc* weight, const TensorDesc* bias, float eps) {
+    for (const RowTile& t : tiles)
+        if (t.G != 1 || t.chunks.size() != 1) return false;
+    const ChipConfig& chip = kb.chip();
+    const bool affine = weight || bias;
+    // Buffers: x (loaded ahead), xhat (fp32, when an affine pass follows), out, weight and bias
+    // rows; the deepest set that fits. A buffer's depth is at least the number of row tiles it
+    // holds at once in program order (x: 3, xhat: 2, out: 2 as the ScalarE writes it a step
+    // before its store when no affine pass follows); deeper ones let the loads run further ahead
+    // and the stores drain.
+    struct Depths {
+        int x, work, out;
+    };
+    const uint64_t fixed = (weight ? dtype_size(weight->dtype) : 0) + (bias ? dtype_size(bias->dtype) : 0);
+    auto bytes = [&](const Depths& d) {
+        return uint64_t(D) * (fixed + d.x * dtype_size(in.dtype) + (affine ? d.work * 4 : 0) +
+                              d.out * dtype_size(out.dtype));
+    };
+    const uint64_t available = sbuf_available(kb);
+    const Depths* depth = nullptr;
+    static constexpr Depths kDepths[] = {{4, 2, 3}, {3, 2, 2}};
+    for (const Depths& d : kDepths)
+        if (bytes(d) <= available) {
+            depth = &d;
+            break;
+        }
+    if (!depth) return false;
+
+    // As many bytes are stored as loaded: half the queues take the stores.
+    DmaQueues queues(chip, chip.dma.queues / 2);
+    Tile w_tile, b_tile;
+    if (weight) {
+        w_tile = kb.alloc_sbuf(kPartitions, {D}, weight->dtype);
+        load_row_broadcast(kb, w_tile, *weight, queues, true);
+    }
+    if (bias) {
+        b_tile = kb.alloc_sbuf(kPartitions, {D}, bias->dtype);
+        load_row_broadcast(kb, b_tile, *bias, queues, true);
+    }
+    TileSlots x(kb, depth->x, D, in.dtype), xhat, o(kb, depth->out, D, out.dtype);
+    if (affine) xhat = TileSlots(kb, depth->work, D, DType::f32);
+    // Per row tile: the row sum, then -mean; the sum of squares, then rstd; mean.
+    TileSlots stats(kb, 6, 3, DType::f32);
+    const float inv_d = 1.0f / static_cast<float>(D);
+    const double vector_sum_ns =
+        rms ? 0.0
+            : D * ns_per_elem(chip.vector, chip.vector.bf16_fast_mode && dtype_size(in.dtype) == 2 ? 0.5 : 1.0);
+    const uint32_t vector_cols = vector_columns(chip, D, (weight ? 1 : 0) + (bias ? 1 : 0), vector_sum_ns, 0.0);
+
+    run_pipeline(tiles.size(), {
+        {3, [&](size_t i) {
+             dma_tile(kb, queues, tile_view(x[i], tiles[i].P, D), hbm_ap(tiles[i].chunks[0], 1, in), false, 0);
+         }},
+        {2, [&](size_t i) {
+             const uint32_t P = tiles[i].P;
+             if (!rms) kb.tensor_reduce(stats[i].region(0, P, 0, 1), tile_view(x[i], P, D), ReduceOp::add);
+         }},
+        {1, [&](size_t i) {
+             const RowTile& t = tiles[i];
+             const uint32_t P = t.P;
+             const AccessPattern xv = tile_view(x[i], P, D), nm = stats[i].region(0, P, 0, 1),
+                                 rv = stats[i].region(0, P, 1, 1), mv = stats[i].region(0, P, 2, 1);
+             if (!rms) kb.tensor_scalar(nm, nm, AluOp::mul, -inv_d, AluOp::bypass, 0.0f, Engine::Scalar);
+             // The square's output is discarded: it goes where xhat goes next.
+             const AccessPattern dst = tile_view(affine ? xhat[i] : o[i], P, D);
+             kb.activation_ex(dst, xv, ActFunc::square, 1.0f, nullptr, 0.0f, rms ? nullptr : &nm, ReduceOp::add, &rv);
+             kb.activation(rv, rv, ActFunc::rsqrt, inv_d, eps);
+             if (rms) kb.tensor_scalar_ex(dst, xv, AluOp::mul, 0, &rv, AluOp::bypass, 0, nullptr, 0, Engine::Scalar);
+             else kb.tensor_scalar_ex(dst, xv, AluOp::add, 0, &nm, AluOp::mul, 0, &rv, 0, Engine::Scalar);
+             if (mean && !rms) {
+                 kb.tensor_scalar(mv, nm, AluOp::mul, -1.0f, AluOp::bypass, 0.0f, Engine::Scalar);
+                 dma_tile(kb, queues, hbm_ap(t.kept, 2, *mean), mv, true);
+             }
+             if (rstd) dma_tile(kb, queues, hbm_ap(t.kept, 3, *rstd), rv, true);
+         }},
+        {0, [&](size_t i) {
+             const RowTile& t = tiles[i];
+             const uint32_t P = t.P;
+             if (affine) split_columns(D, vector_cols, [&](uint32_t c0, uint32_t n, Engine e) {
+                 const AccessPattern h = xhat[i].region(0, P, c0, n), ov = o[i].region(0, P, c0, n);
+                 if (weight) kb.tensor_tensor(bias ? h : ov, h, w_tile.region(0, P, c0, n), AluOp::mul, e);
+                 if (bias) kb.tensor_tensor(ov, h, b_tile.region(0, P, c0, n), AluOp::add, e);
+             });
+             dma_tile(kb, queues, hbm_ap(t.chunks[0], 0, out), tile_view(o[i], P, D), true, 0);
+         }},
+    });
+    stats.release(kb);
+    if (affine) xhat.release(kb);
+    o.release(kb);
+    x.release(kb);
+    if (bias) kb.release(b_tile);
+    if (weight) kb.release(w_tile);
+    return true;
+}
+
 // Rows longer than one SBUF partition holds, in chunks of the normalized dims, per row tile:
 // pass 1 the mean (layer norm), pass 2 the sum of squared deviations (ScalarE square with the
 // -mean bias and a fused sum), pass 3 the normalized output; weight and bias chunks are loaded
@@ -443,9 +632,11 @@ void norm_forward(KernelBuilder& kb, const std::string& name, bool rms, const Te
     }
     const uint32_t D = static_cast<uint32_t>(rs.D);
     // Rows of at least kEngineSplitRow elements go one per partition, so that the per-row
-    // statistics are per-partition scalars and the work splits across engines (see below).
-    const bool one_row_per_partition = D >= kEngineSplitRow;
-    const std::vector<RowTile> tiles = plan_rows(rs.space, rs.nred, one_row_per_partition ? D : fmax);
+    // statistics are per-partition scalars and the work splits across engines.
+    if (D >= kEngineSplitRow &&
+        norm_forward_rows(kb, rms, plan_rows(rs.space, rs.nred, D), D, out, mean, rstd, in, weight, bias, eps))
+        return;
+    const std::vector<RowTile> tiles = plan_rows(rs.space, rs.nred, fmax);
     uint32_t F = 1, G = 1;
     for (const RowTile& t : tiles) F = std::max(F, t.G * D), G = std::max(G, t.G);
 
@@ -465,7 +656,6 @@ void norm_forward(KernelBuilder& kb, const std::string& name, bool rms, const Te
     TileRing o_ring(kb, 2, {F}, out.dtype);
     TileRing m_ring(kb, 2, {G}, DType::f32);
     TileRing r_ring(kb, 2, {G}, DType::f32);
-    TileRing m_neg_ring(kb, 2, {1}, DType::f32), bias_ring(kb, 2, {1}, DType::f32);
 
     for (const RowTile& t : tiles) {
         const uint32_t P = t.P, Gt = t.G;
@@ -475,34 +665,6 @@ void norm_forward(KernelBuilder& kb, const std::string& name, bool rms, const Te
         const Tile& m = m_ring.next();
         const Tile& r = r_ring.next();
         const AccessPattern mv = tile_view(m, P, Gt), rv = tile_view(r, P, Gt);
-        if (Gt == 1 && one_row_per_partition) {
-            // One row per partition: VectorE sums the row; ScalarE squares (x - mean) with the
-            // sum as a side result and writes xhat = x * rstd - mean * rstd in one pass each;
-            // weight on the VectorE, bias on the GpSimdE. About a quarter of the all-VectorE
-            // sequence's VectorE time.
-            const AccessPattern nmv = tile_view(m_neg_ring.next(), P, 1), nb = tile_view(bias_ring.next(), P, 1);
-            if (!rms) {
-                kb.tensor_reduce(mv, xv, ReduceOp::add);
-                kb.tensor_scalar(mv, mv, AluOp::mul, 1.0f / static_cast<float>(D), AluOp::bypass, 0.0f, Engine::GpSimd);
-                kb.tensor_scalar(nmv, mv, AluOp::mul, -1.0f, AluOp::bypass, 0.0f, Engine::GpSimd);
-            }
-            kb.activation_ex(qv, xv, ActFunc::square, 1.0f, nullptr, 0.0f, rms ? nullptr : &nmv, ReduceOp::add, &rv);
-            kb.activation(rv, rv, ActFunc::rsqrt, 1.0f / static_cast<float>(D), eps);
-            const AccessPattern o = chunk_view(o_ring.next(), P, Gt, D);
-            const bool more_after_scale = weight || bias;
-            if (rms) {
-                kb.activation_ex(more_after_scale ? cv : o, xv, ActFunc::identity, 1.0f, &rv, 0.0f, nullptr);
-            } else {
-                kb.tensor_tensor(nb, nmv, rv, AluOp::mul, Engine::GpSimd);
-                kb.activation_ex(more_after_scale ? cv : o, xv, ActFunc::identity, 1.0f, &rv, 0.0f, &nb);
-            }
-            if (weight) kb.tensor_tensor(bias ? cv : o, cv, row_bcast(w_tile, P, Gt, D), AluOp::mul);
-            if (bias) kb.tensor_tensor(o, cv, row_bcast(b_tile, P, Gt, D), AluOp::add, Engine::GpSimd);
-            dma_tile(kb, queues, hbm_ap(t.chunks[0], 0, out), o, true);
-            if (mean && !rms) dma_tile(kb, queues, hbm_ap(t.kept, 2, *mean), mv, true);
-            if (rstd) dma_tile(kb, queues, hbm_ap(t.kept, 3, *rstd), rv, true);
-            continue;
-        }
         AccessPattern centered = xv;
         if (!rms) {
             kb.tensor_reduce(mv, xv, ReduceOp::add);
@@ -523,8 +685,6 @@ void norm_forward(KernelBuilder& kb, const std::string& name, bool rms, const Te
         if (mean && !rms) dma_tile(kb, queues, hbm_ap(t.kept, 2, *mean), mv, true);
         if (rstd) dma_tile(kb, queues, hbm_ap(t.kept, 3, *rstd), rv, true);
     }
-    bias_ring.release(kb);
-    m_neg_ring.release(kb);
     r_ring.release(kb);
     m_ring.release(kb);
     o_ring.release(kb);
@@ -716,6 +876,226 @@ void norm_backward_chunked(KernelBuilder& kb, const std::string& name, bool rms,
     kb.release(m);
 }
 
+// The backward with one row per partition (rows of at least kEngineSplitRow elements), row tiles
+// software-pipelined. With gwr = gw * rstd (gw = g * weight), a = -mean(gwr) and
+// b = -rstd * mean(gw * xhat), grad_in = gwr + xhat * b + a (rms: a = 0). The ScalarE, the
+// busiest engine, computes xhat = (x - mean) * rstd, gwr with its row sum, the row sum of
+// rstd * gw * xhat and u = xhat * b + a; the VectorE gw; the two-input passes gw * xhat,
+// g * xhat and gwr + u are split by columns between the VectorE and the GpSimdE. The TensorE
+// sums g * xhat and g over the rows (ones^T @ tile, accumulated in PSUM) for grad_weight and
+// grad_bias. Step k loads tile k+3, finishes tile k (u, grad_in, its store), starts tile k+2
+// (xhat, gw, the grad_bias sums) and runs the middle of tile k+1 (shallower where SBUF is short).
+// Returns false, emitting nothing, when its buffers do not fit in SBUF.
+bool norm_backward_rows(KernelBuilder& kb, bool rms, const std::vector<RowTile>& tiles, uint32_t D,
+                        const TensorDesc* grad_in, const TensorDesc* grad_weight, const TensorDesc* grad_bias,
+                        const TensorDesc& grad_out, const TensorDesc& in, const TensorDesc* mean,
+                        const TensorDesc& rstd, const TensorDesc* weight) {
+    for (const RowTile& t : tiles)
+        if (t.G != 1 || t.chunks.size() != 1) return false;
+    const ChipConfig& chip = kb.chip();
+    // Per-column accumulators in PSUM: grad_weight's block j (psum_cols columns) on partition
+    // 2j * kAccStride, grad_bias's on (2j + 1) * kAccStride (matmul outputs start on a multiple of
+    // 32 partitions), each bank-sized chunk of a block in its own bank.
+    constexpr uint32_t kAccStride = 32;
+    const uint32_t bank_cols = chip.tensor.moving_fmax;
+    const uint32_t psum_cols = static_cast<uint32_t>(chip.psum.bytes_per_partition / 4);
+    const uint32_t blocks = static_cast<uint32_t>(ceil_div(D, psum_cols));
+    const uint32_t bank_cols_used = std::min<uint32_t>(D, psum_cols);
+    const uint32_t acc_partitions = (2 * blocks - 1) * kAccStride + 1;
+    if ((grad_weight || grad_bias) && acc_partitions > chip.psum.partitions) return false;
+
+    // Which intermediates exist: gw = g * weight (grad_in with a weight), gw * xhat (t, grad_in;
+    // it is g * xhat without a weight) and g * xhat (prod, grad_weight).
+    const bool need_gw = grad_in && weight;
+    const bool need_prod = grad_weight || (grad_in && !weight);
+    const bool need_t = grad_in && weight;
+    // Pipeline shape and buffers, the deepest that fits. The loads run load_lead steps ahead, the
+    // start of a tile (xhat, gw) start_lead steps. A buffer's depth is at least the number of row
+    // tiles it holds at once in program order: grad_in and the products 1; xhat and gwr 3 when a
+    // tile starts two steps ahead, 2 when one; g and x 3 and 2 with loads three steps ahead, 2 and
+    // 1 with loads two steps ahead, 2 and 2 when the tile also starts one step ahead.
+    struct Depths {
+        size_t load_lead, start_lead;
+        int g, x, work, out, tmp;
+    };
+    const uint64_t fixed = weight && grad_in ? dtype_size(weight->dtype) : 0;
+    auto bytes = [&](const Depths& d) {
+        uint64_t per_col = fixed + d.g * dtype_size(grad_out.dtype) + d.x * dtype_size(in.dtype) + d.work * 4 +
+                           d.tmp * 4 * ((need_t ? 1 : 0) + (need_prod ? 1 : 0));
+        if (grad_in) per_col += d.work * 4 + d.out * dtype_size(grad_in->dtype);   // gwr, grad_in
+        return uint64_t(D) * per_col;
+    };
+    const uint64_t available = sbuf_available(kb);
+    const Depths* depth = nullptr;
+    static constexpr Depths kDepths[] = {
+        {3, 2, 3, 2, 3, 2, 1}, {3, 2, 3, 2, 3, 1, 1}, {2, 2, 2, 1, 3, 1, 1}, {2, 1, 2, 2, 2, 1, 1}};
+    for (const Depths& d : kDepths)
+        if (bytes(d) <= available) {
+            depth = &d;
+            break;
+        }
+    if (!depth) return false;
+
+    // The stores (grad_in) are a third of the traffic.
+    DmaQueues queues(chip, grad_in ? chip.dma.queues / 3 : chip.dma.queues / 4);
+    Tile w_tile;
+    if (need_gw) {
+        w_tile = kb.alloc_sbuf(kPartitions, {D}, weight->dtype);
+        load_row_broadcast(kb, w_tile, *weight, queues, true);
+    }
+    TileSlots g(kb, depth->g, D, grad_out.dtype), x(kb, depth->x, D, in.dtype), xhat(kb, depth->work, D, DType::f32);
+    TileSlots gwr, o, t_slots, prod;
+    if (grad_in) {
+        gwr = TileSlots(kb, depth->work, D, DType::f32);
+        o = TileSlots(kb, depth->out, D, grad_in->dtype);
+    }
+    if (need_t) t_slots = TileSlots(kb, depth->tmp, D, DType::f32);
+    if (need_prod) prod = TileSlots(kb, depth->tmp, D, DType::f32);
+    // Per row tile: mean, rstd, sum(gwr) then a, rstd * sum(gw * xhat) then b.
+    TileSlots stats(kb, 6, 4, DType::f32);
+    Tile ones_f32, ones_g;
+    std::vector<Tile> acc_banks;
+    if (grad_weight || grad_bias) {
+        ones_f32 = kb.alloc_sbuf(kPartitions, {1}, DType::f32);
+        kb.memset(ones_f32.ap(), 1.0f);
+        ones_g = kb.alloc_sbuf(kPartitions, {1}, grad_out.dtype);
+        kb.memset(ones_g.ap(), 1.0f);
+        for (uint32_t c0 = 0; c0 < bank_cols_used; c0 += bank_cols)
+            acc_banks.push_back(kb.alloc_psum(acc_partitions, std::min(bank_cols, bank_cols_used - c0)));
+    }
+    // acc[c0, n) += sum over the P rows of src columns [c0, c0 + n) (kind 0: grad_weight, 1: grad_bias).
+    auto row_sum = [&](size_t i, const Tile& src, const Tile& ones, uint32_t kind) {
+        const uint32_t P = tiles[i].P;
+        for (uint32_t c0 = 0; c0 < D; c0 += bank_cols) {
+            const uint32_t n = std::min(bank_cols, D - c0), block = c0 / psum_cols;
+            const Tile& bank = acc_banks[(c0 % psum_cols) / bank_cols];
+            kb.matmul(bank.region((2 * block + kind) * kAccStride, 1, 0, n), ones.region(0, P, 0, 1),
+                      src.region(0, P, c0, n), i > 0);
+        }
+    };
+    const float inv_d = 1.0f / static_cast<float>(D);
+    const double vector_gw_ns =
+        need_gw ? D * ns_per_elem(chip.vector, chip.vector.bf16_fast_mode && dtype_size(grad_out.dtype) == 2 &&
+                                                       dtype_size(weight->dtype) == 2
+                                                   ? 1.0
+                                                   : chip.vector.two_input_cycles_per_elem)
+                : 0.0;
+    // The u pass: columns [0, scalar_cols) on the ScalarE, the rest on the GpSimdE; the two-input
+    // passes split at vector_cols. scalar_cols is the one (in steps of 32) that minimises the
+    // busiest engine's estimated time per row tile.
+    const int split_ops = (need_t ? 1 : 0) + (need_prod ? 1 : 0) + (grad_in ? 1 : 0);
+    const double scalar_ns =
+        grad_in ? 3 * pass_ns(chip.scalar, D, 1, 4) + pass_ns(chip.scalar, 2, 1, 2) : pass_ns(chip.scalar, D, 1, 4);
+    const double vector_elem = chip.vector.two_input_cycles_per_elem;
+    const double gpsimd_elem = chip.gpsimd.two_input_cycles_per_elem;
+    uint32_t scalar_cols = D, vector_cols = vector_columns(chip, D, split_ops, vector_gw_ns, 0.0);
+    double best = INFINITY;
+    for (uint32_t s = 0; grad_in; s = std::min(D, s + 32)) {
+        const double gpsimd_u = s < D ? pass_ns(chip.gpsimd, D - s, 1, 2) : 0.0;
+        const uint32_t c = vector_columns(chip, D, split_ops, vector_gw_ns, gpsimd_u);
+        const double scalar = scalar_ns + (s > 0 ? pass_ns(chip.scalar, s, 1, 4) : 0.0);
+        const double vector = vector_gw_ns + (c > 0 ? split_ops * pass_ns(chip.vector, c, vector_elem, 3) : 0.0);
+        const double gpsimd = gpsimd_u + (c < D ? split_ops * pass_ns(chip.gpsimd, D - c, gpsimd_elem, 3) : 0.0);
+        const double busiest = std::max({scalar, vector, gpsimd});
+        if (busiest < best) best = busiest, scalar_cols = s, vector_cols = c;
+        if (s == D) break;
+    }
+    // u = xhat * b + a over columns [c0, c0 + n), in place.
+    auto u_pass = [&](size_t i, uint32_t c0, uint32_t n, Engine e) {
+        const uint32_t P = tiles[i].P;
+        const AccessPattern h = xhat[i].region(0, P, c0, n), av = stats[i].region(0, P, 2, 1),
+                            bv = stats[i].region(0, P, 3, 1);
+        kb.tensor_scalar_ex(h, h, AluOp::mul, 0.0f, &bv, rms ? AluOp::bypass : AluOp::add, 0.0f, rms ? nullptr : &av, 0,
+                            e);
+    };
+    // The ScalarE's row sum of rstd * gw * xhat runs over t (g * xhat without a weight).
+    const TileSlots& t_src = need_t ? t_slots : prod;
+
+    run_pipeline(tiles.size(), {
+        {depth->load_lead, [&](size_t i) {
+             const RowTile& t = tiles[i];
+             dma_tile(kb, queues, tile_view(g[i], t.P, D), hbm_ap(t.chunks[0], 1, grad_out), false, 0);
+             dma_tile(kb, queues, tile_view(x[i], t.P, D), hbm_ap(t.chunks[0], 2, in), false, 0);
+             if (!rms) dma_tile(kb, queues, stats[i].region(0, t.P, 0, 1), hbm_ap(t.kept, 3, *mean), false);
+             dma_tile(kb, queues, stats[i].region(0, t.P, 1, 1), hbm_ap(t.kept, 4, rstd), false);
+         }},
+        {0, [&](size_t i) {   // the ScalarE's columns of u = xhat * b + a, in place
+             if (grad_in && scalar_cols > 0) u_pass(i, 0, scalar_cols, Engine::Scalar);
+         }},
+        {depth->start_lead, [&](size_t i) {   // xhat, gw, the grad_bias row sums
+             const uint32_t P = tiles[i].P;
+             const AccessPattern xv = tile_view(x[i], P, D), h = tile_view(xhat[i], P, D);
+             const AccessPattern mv = stats[i].region(0, P, 0, 1), rv = stats[i].region(0, P, 1, 1);
+             if (rms) kb.tensor_scalar_ex(h, xv, AluOp::mul, 0, &rv, AluOp::bypass, 0, nullptr, 0, Engine::Scalar);
+             else kb.tensor_scalar_ex(h, xv, AluOp::sub, 0, &mv, AluOp::mul, 0, &rv, 0, Engine::Scalar);
+             if (need_gw)
+                 kb.tensor_tensor(tile_view(gwr[i], P, D), tile_view(g[i], P, D), w_tile.rows(0, P), AluOp::mul);
+             if (grad_bias) row_sum(i, g[i], ones_g, 1);
+         }},
+        {1, [&](size_t i) {   // gw * xhat, g * xhat, the grad_weight row sums, gwr, the row sums of a and b
+             const uint32_t P = tiles[i].P;
+             const Tile& gw = need_gw ? gwr[i] : g[i];
+             split_columns(D, vector_cols, [&](uint32_t c0, uint32_t n, Engine e) {
+                 const AccessPattern h = xhat[i].region(0, P, c0, n);
+                 const AccessPattern gv = g[i].region(0, P, c0, n);
+                 if (need_t) kb.tensor_tensor(t_slots[i].region(0, P, c0, n), gw.region(0, P, c0, n), h, AluOp::mul, e);
+                 if (need_prod) kb.tensor_tensor(prod[i].region(0, P, c0, n), gv, h, AluOp::mul, e);
+             });
+             if (grad_weight) row_sum(i, prod[i], ones_f32, 0);
+             if (!grad_in) return;
+             const AccessPattern rv = stats[i].region(0, P, 1, 1), av = stats[i].region(0, P, 2, 1),
+                                 bv = stats[i].region(0, P, 3, 1);
+             const AccessPattern gwv = tile_view(gwr[i], P, D), tv = tile_view(t_src[i], P, D);
+             kb.activation_ex(gwv, tile_view(gw, P, D), ActFunc::identity, 1.0f, &rv, 0.0f, nullptr,
+                              rms ? ReduceOp::none : ReduceOp::add, rms ? nullptr : &av);
+             kb.activation_ex(tv, tv, ActFunc::identity, 1.0f, &rv, 0.0f, nullptr, ReduceOp::add, &bv);
+             const AccessPattern ab = rms ? bv : stats[i].region(0, P, 2, 2);
+             kb.tensor_scalar(ab, ab, AluOp::mul, -inv_d, AluOp::bypass, 0.0f, Engine::Scalar);
+         }},
+        {0, [&](size_t i) {   // the GpSimdE's columns of u, grad_in = gwr + u
+             if (!grad_in) return;
+             const RowTile& t = tiles[i];
+             if (scalar_cols < D) u_pass(i, scalar_cols, D - scalar_cols, Engine::GpSimd);
+             split_columns(D, vector_cols, [&](uint32_t c0, uint32_t n, Engine e) {
+                 kb.tensor_tensor(o[i].region(0, t.P, c0, n), gwr[i].region(0, t.P, c0, n),
+                                  xhat[i].region(0, t.P, c0, n), AluOp::add, e);
+             });
+             dma_tile(kb, queues, hbm_ap(t.chunks[0], 0, *grad_in), tile_view(o[i], t.P, D), true, 0);
+         }},
+    });
+
+    stats.release(kb);
+    if (need_prod) prod.release(kb);
+    if (need_t) t_slots.release(kb);
+    if (grad_in) {
+        o.release(kb);
+        gwr.release(kb);
+    }
+    xhat.release(kb);
+    x.release(kb);
+    g.release(kb);
+    if (need_gw) kb.release(w_tile);
+    if (grad_weight || grad_bias) {
+        // Each accumulator to an SBUF row (partition 0), then stored (the row buffers released first).
+        for (uint32_t kind = 0; kind < 2; ++kind) {
+            const TensorDesc* dst = kind == 0 ? grad_weight : grad_bias;
+            if (!dst) continue;
+            const Tile row = kb.alloc_sbuf(1, {D}, DType::f32);
+            for (uint32_t c0 = 0; c0 < D; c0 += bank_cols) {
+                const uint32_t n = std::min(bank_cols, D - c0), block = c0 / psum_cols;
+                const Tile& bank = acc_banks[(c0 % psum_cols) / bank_cols];
+                kb.tensor_copy(row.region(0, 1, c0, n), bank.region((2 * block + kind) * kAccStride, 1, 0, n));
+            }
+            store_row(kb, *dst, row, queues);
+            kb.release(row);
+        }
+        for (auto it = acc_banks.rbegin(); it != acc_banks.rend(); ++it) kb.release(*it);
+        kb.release(ones_g);
+        kb.release(ones_f32);
+    }
+    return true;
+}
+
 // The shared backward. xhat = (x - mean) * rstd (rms: x * rstd), gw = g * weight;
 //   layer norm: grad_in = rstd * (gw - mean(gw) - xhat * mean(gw * xhat))
 //   rms norm:   grad_in = rstd * (gw - xhat * mean(gw * xhat))
@@ -751,17 +1131,11 @@ void norm_backward(KernelBuilder& kb, const std::string& name, bool rms, const T
                               normalized_ndim);
         return;
     }
-    // As in the forward, when one row's work fits a partition: the loaded rows (double
-    // buffered), the weight row, the fp32 accumulators and the discarded ScalarE output, plus
-    // four fp32 work rows and the output row, double buffered when two of them fit.
-    const uint64_t row_bytes = dtype_size(grad_out.dtype) * 2 + dtype_size(in.dtype) * 2 +
-                               (weight ? dtype_size(weight->dtype) : 0) + (grad_weight ? 4 : 0) +
-                               (grad_bias ? 4 : 0) + 2;
-    const uint64_t work_bytes = 16 + (grad_in ? dtype_size(grad_in->dtype) : 0);
-    const uint64_t capacity = kb.chip().sbuf.bytes_per_partition * 85 / 100;
-    auto fits = [&](uint64_t depth) { return uint64_t(D) * (row_bytes + depth * work_bytes) <= capacity; };
-    const bool one_row_per_partition = D >= kEngineSplitRow && fits(1);
-    const std::vector<RowTile> tiles = plan_rows(rs.space, rs.nred, one_row_per_partition ? D : fmax);
+    // Rows of at least kEngineSplitRow elements go one per partition (see norm_backward_rows).
+    if (D >= kEngineSplitRow && norm_backward_rows(kb, rms, plan_rows(rs.space, rs.nred, D), D, grad_in, grad_weight,
+                                                   grad_bias, grad_out, in, mean, rstd, weight))
+        return;
+    const std::vector<RowTile> tiles = plan_rows(rs.space, rs.nred, fmax);
     uint32_t F = 1, G = 1;
     for (const RowTile& t : tiles) F = std::max(F, t.G * D), G = std::max(G, t.G);
 
@@ -780,29 +1154,18 @@ void norm_backward(KernelBuilder& kb, const std::string& name, bool rms, const T
     }
     TileRing g_ring(kb, 2, {F}, grad_out.dtype);
     TileRing x_ring(kb, 2, {F}, in.dtype);
-    // One row per partition: the work tiles are double buffered, where they fit, so that row
-    // tiles overlap.
-    const int depth = one_row_per_partition && fits(2) ? 2 : 1;
-    TileRing xhat_ring(kb, depth, {F}, DType::f32), gw_ring(kb, depth, {F}, DType::f32),
-        tmp_ring(kb, depth, {F}, DType::f32);
-    // Fast path only: g * xhat for grad_weight, and the ScalarE row sum's discarded output.
-    TileRing prod_ring;
-    Tile discard;
-    if (one_row_per_partition) {
-        prod_ring = TileRing(kb, depth, {F}, DType::f32);
-        discard = kb.alloc_sbuf(kPartitions, {F}, DType::bf16);
-    }
+    const Tile xhat = kb.alloc_sbuf(kPartitions, {F}, DType::f32), gw = kb.alloc_sbuf(kPartitions, {F}, DType::f32),
+               tmp = kb.alloc_sbuf(kPartitions, {F}, DType::f32);
     TileRing o_ring;
-    if (grad_in) o_ring = TileRing(kb, depth, {F}, grad_in->dtype);
-    TileRing m_ring(kb, depth, {G}, DType::f32), r_ring(kb, depth, {G}, DType::f32), a_ring(kb, depth, {G}, DType::f32),
-        b_ring(kb, depth, {G}, DType::f32);
+    if (grad_in) o_ring = TileRing(kb, 2, {F}, grad_in->dtype);
+    TileRing m_ring(kb, 2, {G}, DType::f32), r_ring(kb, 2, {G}, DType::f32), a_ring(kb, 2, {G}, DType::f32),
+        b_ring(kb, 2, {G}, DType::f32);
     const float inv_d = 1.0f / static_cast<float>(D);
 
     for (const RowTile& t : tiles) {
         const uint32_t P = t.P, Gt = t.G;
         const Tile& g = g_ring.next();
         const Tile& x = x_ring.next();
-        const Tile &xhat = xhat_ring.next(), &gw = gw_ring.next(), &tmp = tmp_ring.next();
         const Tile &m = m_ring.next(), &r = r_ring.next(), &a = a_ring.next(), &b = b_ring.next();
         dma_tile(kb, queues, tile_view(g, P, Gt * D), hbm_ap(t.chunks[0], 1, grad_out), false);
         dma_tile(kb, queues, tile_view(x, P, Gt * D), hbm_ap(t.chunks[0], 2, in), false);
@@ -811,45 +1174,6 @@ void norm_backward(KernelBuilder& kb, const std::string& name, bool rms, const T
         dma_tile(kb, queues, rv, hbm_ap(t.kept, 4, rstd), false);
         const AccessPattern gv = chunk_view(g, P, Gt, D), xv = chunk_view(x, P, Gt, D);
         const AccessPattern hv = chunk_view(xhat, P, Gt, D), wv = chunk_view(gw, P, Gt, D), tv = chunk_view(tmp, P, Gt, D);
-        if (Gt == 1 && one_row_per_partition) {
-            // One row per partition: the per-row values are per-partition scalars, so ScalarE
-            // takes the scalings (xhat, the row sum of gw, the final combination), GpSimdE the
-            // weight product and the parameter-gradient accumulators, VectorE the products
-            // with xhat. dx = rstd * (gw - xhat * mean(gw * xhat) - mean(gw)).
-            const AccessPattern av = tile_view(a, P, 1), bv = tile_view(b, P, 1);
-            if (rms) {
-                kb.activation_ex(hv, xv, ActFunc::identity, 1.0f, &rv, 0.0f, nullptr);
-            } else {   // xhat = x * rstd + (-mean * rstd)
-                kb.tensor_scalar_ex(bv, mv, AluOp::mul, -1.0f, nullptr, AluOp::mul, 0.0f, &rv, 0, Engine::GpSimd);
-                kb.activation_ex(hv, xv, ActFunc::identity, 1.0f, &rv, 0.0f, &bv);
-            }
-            if (grad_bias) kb.tensor_tensor(db_acc.rows(0, P), db_acc.rows(0, P), gv, AluOp::add, Engine::GpSimd);
-            if (grad_weight) {
-                const AccessPattern pv = chunk_view(prod_ring.next(), P, Gt, D);
-                kb.tensor_tensor(pv, gv, hv, AluOp::mul);
-                kb.tensor_tensor(dw_acc.rows(0, P), dw_acc.rows(0, P), pv, AluOp::add, Engine::GpSimd);
-            }
-            if (!grad_in) continue;
-            const AccessPattern gwv = weight ? wv : gv;
-            if (weight) kb.tensor_tensor(wv, gv, row_bcast(w_tile, P, 1, D), AluOp::mul, Engine::GpSimd);
-            // b = -mean(gw * xhat), a = -mean(gw) (negated: they are the next pass's scale and bias)
-            kb.tensor_tensor(tv, gwv, hv, AluOp::mul);
-            kb.tensor_reduce(bv, tv, ReduceOp::add);
-            kb.tensor_scalar(bv, bv, AluOp::mul, -inv_d, AluOp::bypass, 0.0f, Engine::GpSimd);
-            if (rms) {
-                kb.memset(av, 0.0f, Engine::GpSimd);
-            } else {
-                kb.activation_ex(chunk_view(discard, P, Gt, D), gwv, ActFunc::identity, 1.0f, nullptr, 0.0f, nullptr,
-                                 ReduceOp::add, &av);
-                kb.tensor_scalar(av, av, AluOp::mul, -inv_d, AluOp::bypass, 0.0f, Engine::GpSimd);
-            }
-            kb.activation_ex(tv, hv, ActFunc::identity, 1.0f, &bv, 0.0f, &av);   // xhat * b + a
-            kb.tensor_tensor(tv, gwv, tv, AluOp::add);
-            const AccessPattern o = chunk_view(o_ring.next(), P, Gt, D);
-            kb.activation_ex(o, tv, ActFunc::identity, 1.0f, &rv, 0.0f, nullptr);
-            dma_tile(kb, queues, hbm_ap(t.chunks[0], 0, *grad_in), o, true);
-            continue;
-        }
         if (rms) {
             kb.tensor_tensor(hv, xv, group_bcast(r, P, Gt, D), AluOp::mul);
         } else {
@@ -884,13 +1208,9 @@ void norm_backward(KernelBuilder& kb, const std::string& name, bool rms, const T
     r_ring.release(kb);
     m_ring.release(kb);
     if (grad_in) o_ring.release(kb);
-    if (one_row_per_partition) {
-        kb.release(discard);
-        prod_ring.release(kb);
-    }
-    tmp_ring.release(kb);
-    gw_ring.release(kb);
-    xhat_ring.release(kb);
+    kb.release(tmp);
+    kb.release(gw);
+    kb.release(xhat);
     x_ring.release(kb);
     g_ring.release(kb);
     if (grad_bias) store_partition_sum(kb, db_acc, D, *grad_bias, queues);
