@@ -145,21 +145,22 @@ void column_sum_on_tensor_engine(KernelBuilder& kb, Reduce op, const TensorDesc&
     constexpr uint32_t kBankCols = 512;      // fp32 PSUM columns of one bank
     constexpr uint32_t kBanksPerGroup = 2;   // columns in flight: one group accumulates, one drains
     constexpr uint32_t kGroupCols = kBanksPerGroup * kBankCols;
+    constexpr int kRowTilesInFlight = 6;     // enough loads in flight to keep the DMA queues busy
     const int64_t C = plan.col.size;
     const uint32_t Cmax = static_cast<uint32_t>(std::min<int64_t>(C, kGroupCols));
-    const uint32_t fmax = column_budget(kb.chip(), dtype_size(in.dtype), 3);
+    const uint32_t fmax = column_budget(kb.chip(), dtype_size(in.dtype), kRowTilesInFlight);
     const std::vector<RowBlock> blocks = row_blocks(plan.rows, std::max<uint32_t>(1, fmax / Cmax));
     uint32_t F = 1;
     for (const RowBlock& b : blocks) F = std::max(F, b.G * Cmax);
 
-    TileRing x_ring(kb, 4, {F}, in.dtype);
+    TileRing x_ring(kb, kRowTilesInFlight, {F}, in.dtype);
     const Tile ones = kb.alloc_sbuf(kPartitions, {1}, in.dtype);
     kb.memset(ones.ap(), 1.0f);
     std::array<std::array<Tile, kBanksPerGroup>, 2> ps;
     for (auto& set : ps)
         for (auto& t : set) t = kb.alloc_psum(1, kBankCols);
     TileRing o_ring(kb, 2, {Cmax}, out.dtype);
-    DmaQueues queues(kb.chip());
+    DmaQueues queues(kb.chip(), 1);   // one output row per column group: loads take the other queues
     const float inv_r = 1.0f / static_cast<float>(R);
     int set = 0;
 
