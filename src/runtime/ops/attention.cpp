@@ -284,10 +284,12 @@ void sdpa_forward(KernelBuilder& kb, const TensorDesc& out, const TensorDesc& ls
     constexpr int kNmRing = kRing + 2;
     std::array<Tile, kNmRing> nm_run;
     for (auto& t : nm_run) t = kb.alloc_sbuf(kRows, {1}, DType::f32);
-    std::array<Tile, 2 * kChunks> pt_sb;   // P^T of two blocks (one being transposed, one multiplied)
-    for (auto& t : pt_sb) t = kb.alloc_sbuf(kRows, {kRows}, dt);
-    std::array<Tile, kChunks> ps_pt;
-    for (auto& t : ps_pt) t = kb.alloc_psum(kRows, kRows, dt);
+    // P^T of two blocks (one being transposed, one multiplied), two 128-column chunks per tile
+    // side by side: [128 keys, 2 x 128 queries], evacuated from PSUM by one instruction per pair.
+    constexpr uint32_t kPairs = kChunks / 2;
+    std::array<Tile, 2 * kPairs> pt_sb, ps_pt;
+    for (auto& t : pt_sb) t = kb.alloc_sbuf(kRows, {2 * kRows}, dt);
+    for (auto& t : ps_pt) t = kb.alloc_psum(kRows, 2 * kRows, dt);
     Tile mask_tile;
     if (mask.t) mask_tile = kb.alloc_sbuf(kRows, {kScoreCols}, mask.t->dtype == DType::boolean ? DType::u8 : DType::f32);
     std::array<Tile, 2> ps_load;
@@ -399,15 +401,28 @@ void sdpa_forward(KernelBuilder& kb, const TensorDesc& out, const TensorDesc& ls
                             Engine::GpSimd);
         kb.tensor_scalar_ex(l, l, AluOp::mul, 0.0f, &al, AluOp::add, 0.0f, &rs, 0, Engine::GpSimd);
     };
-    auto pt_tile = [&](size_t g, uint32_t c) { return pt_sb[(g & 1) * kChunks + c]; };
+    // Chunk c of block g's P^T: [w keys, nq queries] in column (c % 2) * nq of its pair tile.
+    auto pt_chunk = [&](const std::array<Tile, 2 * kPairs>& tiles, size_t g, uint32_t c, uint32_t w, uint32_t nq) {
+        return tiles[(g & 1) * kPairs + c / 2].region(0, w, (c % 2) * nq, nq);
+    };
     auto stage_b = [&](size_t g) {
         const uint32_t nk = block_cols(blocks[g].n), nq = rows[blocks[g].row].nq;
-        for (uint32_t c = 0; c * kRows < nk; ++c) {
-            const uint32_t w = std::min(kRows, nk - c * kRows);
-            kb.transpose(ps_pt[c].region(0, w, 0, nq), p_sb[g % kRing].region(0, nq, c * kRows, w));
-            // Three of four P^T evacuations on ScalarE: VectorE also carries the row max.
-            const Engine engine = c % 4 == 3 ? Engine::Vector : Engine::Scalar;
-            kb.tensor_copy(pt_tile(g, c).region(0, w, 0, nq), ps_pt[c].region(0, w, 0, nq), engine);
+        auto width = [&](uint32_t c) { return std::min(kRows, nk - c * kRows); };
+        const uint32_t nchunks = ceil_div(nk, kRows);
+        for (uint32_t pair = 0; 2 * pair < nchunks; ++pair) {
+            const uint32_t c0 = 2 * pair, w = width(c0);
+            const bool both = c0 + 1 < nchunks && width(c0 + 1) == w;
+            for (uint32_t c = c0; c < std::min(c0 + 2, nchunks); ++c)
+                kb.transpose(pt_chunk(ps_pt, g, c, width(c), nq), p_sb[g % kRing].region(0, nq, c * kRows, width(c)));
+            // The first pair on ScalarE, the second on VectorE (which also carries the row max).
+            const Engine engine = pair == 0 ? Engine::Scalar : Engine::Vector;
+            if (both) {
+                const Tile &from = ps_pt[(g & 1) * kPairs + pair], &to = pt_sb[(g & 1) * kPairs + pair];
+                kb.tensor_copy(to.region(0, w, 0, 2 * nq), from.region(0, w, 0, 2 * nq), engine);
+            } else {
+                for (uint32_t c = c0; c < std::min(c0 + 2, nchunks); ++c)
+                    kb.tensor_copy(pt_chunk(pt_sb, g, c, width(c), nq), pt_chunk(ps_pt, g, c, width(c), nq), engine);
+            }
         }
     };
     auto stage_c = [&](size_t g) {
@@ -418,7 +433,7 @@ void sdpa_forward(KernelBuilder& kb, const TensorDesc& out, const TensorDesc& ls
         const AccessPattern pv = ps_pv[bi].region(0, nq, 0, Dv), oacc = o_acc[r % kRowRing].region(0, nq, 0, Dv);
         for (uint32_t c = 0; c * kRows < nk; ++c) {
             const uint32_t w = std::min(kRows, nk - c * kRows);
-            kb.matmul(pv, pt_tile(g, c).region(0, w, 0, nq), v_nat[head_buffer(row)].region(0, w, (k0 / kRows + c) * Dv, Dv),
+            kb.matmul(pv, pt_chunk(pt_sb, g, c, w, nq), v_nat[head_buffer(row)].region(0, w, (k0 / kRows + c) * Dv, Dv),
                       c > 0);
         }
         if (n == 0) {
@@ -426,7 +441,7 @@ void sdpa_forward(KernelBuilder& kb, const TensorDesc& out, const TensorDesc& ls
         } else {
             const AccessPattern al = alpha[bi].rows(0, nq);
             kb.tensor_scalar_ex(oacc, oacc, AluOp::mul, 0.0f, &al, AluOp::bypass, 0.0f, nullptr, 0, Engine::GpSimd);
-            kb.tensor_tensor(oacc, oacc, pv, AluOp::add);
+            kb.tensor_tensor(oacc, oacc, pv, AluOp::add, Engine::GpSimd);
         }
         if (n + 1 < row.nblocks) return;
         // out = O / l, lse = m + log(l) = log(l) - nm
