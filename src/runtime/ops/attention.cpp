@@ -569,7 +569,7 @@ void sdpa_backward(KernelBuilder& kb, const TensorDesc& dq, const TensorDesc& dk
         ps_load[i] = kb.alloc_psum(kRows, kRows, dt);
         ps_s[i] = kb.alloc_psum(kRows, cols);
         ps_dp[i] = kb.alloc_psum(kRows, cols);
-        ps_dst[i] = kb.alloc_psum(kRows, kRows, dt);
+        ps_dst[i] = kb.alloc_psum(kRows, 2 * kRows, dt);   // dS^T of two kv tiles side by side
         ps_dq[i] = kb.alloc_psum(kRows, D);
     }
     const Tile ps_dk = kb.alloc_psum(kRows, group * D), ps_dv = kb.alloc_psum(kRows, group * Dv);
@@ -706,6 +706,10 @@ void sdpa_backward(KernelBuilder& kb, const TensorDesc& dq, const TensorDesc& dk
                 auto stage_b = [&](size_t n) {
                     const uint32_t i = tiles[n], nq = rows_of(i);
                     const int ri = static_cast<int>(n % kRing);
+                    // dS^T of kv tiles c and c + 1 goes to one PSUM tile and, for full q tiles of
+                    // the same key count, leaves it with one copy.
+                    const Tile* ps = nullptr;
+                    bool pending = false;   // tile c - 1's dS^T waits in ps for its pair's copy
                     for (uint32_t c = 0; c < ng; ++c) {
                         if (n < first_block[c]) continue;   // causal: no query of this tile sees these keys
                         const uint32_t nk = keys_of(c);
@@ -713,9 +717,20 @@ void sdpa_backward(KernelBuilder& kb, const TensorDesc& dq, const TensorDesc& dk
                         const bool acc = n > first_block[c];
                         kb.matmul(ps_dv.region(0, nk, c * Dv, Dv), p_for_matmul(n, c), tile_rows(do_nat, i, nq, Dv), acc);
                         kb.matmul(ps_dk.region(0, nk, c * D, D), dsm, tile_rows(q_nat, i, nq, D), acc);
-                        const Tile& ps = ps_dst[dst_next ^= 1];
-                        kb.transpose(ps.region(0, nk, 0, nq), dsm);
-                        kb.tensor_copy(dst_sb[ri].region(0, nk, c * kRows, nq), ps.region(0, nk, 0, nq), Engine::Vector);
+                        const uint32_t half = c % 2;
+                        if (half == 0) ps = &ps_dst[dst_next ^= 1];
+                        kb.transpose(ps->region(0, nk, half * kRows, nq), dsm);
+                        if (pending) {
+                            kb.tensor_copy(dst_sb[ri].region(0, nk, (c - 1) * kRows, 2 * kRows), ps->region(0, nk, 0, 2 * kRows),
+                                           Engine::Vector);
+                            pending = false;
+                        } else if (half == 0 && nq == kRows && c + 1 < ng && n >= first_block[c + 1] &&
+                                   keys_of(c + 1) == nk) {
+                            pending = true;
+                        } else {
+                            kb.tensor_copy(dst_sb[ri].region(0, nk, c * kRows, nq), ps->region(0, nk, half * kRows, nq),
+                                           Engine::Vector);
+                        }
                     }
                 };
                 auto stage_c = [&](size_t n) {
