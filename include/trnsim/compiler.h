@@ -172,15 +172,14 @@ struct Pass {
     std::function<void(Graph&, PassContext&)> run;
 };
 
-// The graph-to-graph passes, in order: canonicalize, fuse_softmax, fuse_attention,
-// split_attention, fuse_norm, fuse_matmul_epilogue, fuse_elementwise, schedule. (Memory planning and lowering follow in compile().)
+// The graph-to-graph passes, in order: canonicalize, fuse_softmax, fuse_attention, fuse_norm,
+// fuse_matmul_epilogue, fuse_elementwise, schedule. (Memory planning and lowering follow in compile().)
 std::vector<Pass> default_pipeline();
 void run_passes(Graph& g, const std::vector<Pass>& passes, PassContext& ctx);
 
 void canonicalize(Graph& g, PassContext& ctx);
 void fuse_softmax(Graph& g, PassContext& ctx);
 void fuse_attention(Graph& g, PassContext& ctx);
-void split_attention(Graph& g, PassContext& ctx);   // attention backward too large for SBUF -> key blocks
 void fuse_norm(Graph& g, PassContext& ctx);
 void fuse_matmul_epilogue(Graph& g, PassContext& ctx);
 void fuse_elementwise(Graph& g, PassContext& ctx);

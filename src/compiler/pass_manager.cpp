@@ -30,7 +30,6 @@ std::vector<Pass> default_pipeline() {
         {"canonicalize", canonicalize},
         {"fuse_softmax", fuse_softmax},
         {"fuse_attention", fuse_attention},
-        {"split_attention", split_attention},
         {"fuse_norm", fuse_norm},
         {"fuse_matmul_epilogue", fuse_matmul_epilogue},
         {"fuse_elementwise", fuse_elementwise},

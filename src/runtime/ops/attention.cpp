@@ -512,9 +512,15 @@ void sdpa_backward(KernelBuilder& kb, const TensorDesc& dq, const TensorDesc& dk
     // Chips with DMA transposes load q^T, dO^T, k^T and v^T transposed from HBM; others load
     // the natural rows and transpose them on the TensorE (v's natural rows serve only that).
     const bool dma_t = kb.has_dma_transpose() && (dt == DType::bf16 || dt == DType::f16 || dt == DType::f32);
-    const uint64_t head_bytes = es * (2 * uint64_t(nqt) * kRows + 2 * uint64_t(nkt) * kRows) +   // q^T, dO^T, k^T, v^T
-                                es * (uint64_t(nqt) * (D + 2 * Dv) + uint64_t(nkt) * (D + (dma_t ? 0 : Dv))) +
-                                4 * uint64_t(nqt) * (D + 2);                                      // dQ acc, lse, Di
+    // A head's q side stays on chip: q^T, dO^T, the natural q, dO and O, the dQ accumulator,
+    // -lse and Di. Its keys come in blocks of kv tiles (k^T, v^T and the natural k), as many
+    // as fit next to it; each block's gradients dK and dV are final, dQ adds up over blocks.
+    const uint64_t q_bytes = es * uint64_t(nqt) * (2 * kRows + D + 2 * Dv) + 4 * uint64_t(nqt) * (D + 2);
+    auto kv_bytes = [&](uint32_t tiles) { return es * uint64_t(tiles) * (2 * kRows + D + (dma_t ? 0 : Dv)); };
+    const uint64_t budget = kb.chip().sbuf.bytes_per_partition * 3 / 4;
+    uint32_t block_tiles = std::max(1u, nkt);
+    while (block_tiles > 1 && q_bytes + kv_bytes(block_tiles) > budget) block_tiles = ceil_div(block_tiles, 2);
+    const uint64_t head_bytes = q_bytes + kv_bytes(block_tiles);
     check_sbuf(op, kb, head_bytes);
 
     const Heads Q{&q}, K{&k}, V{&v}, O{&out}, dO{&dout}, dQ{&dq}, dK{&dk}, dV{&dv};
@@ -524,9 +530,9 @@ void sdpa_backward(KernelBuilder& kb, const TensorDesc& dq, const TensorDesc& dk
     const Tile q_nat = kb.alloc_sbuf(kRows, {nqt * D}, dt), q_t = kb.alloc_sbuf(D, {nqt * kRows}, dt);
     const Tile do_nat = kb.alloc_sbuf(kRows, {nqt * Dv}, dt), do_t = kb.alloc_sbuf(Dv, {nqt * kRows}, dt);
     const Tile o_nat = kb.alloc_sbuf(kRows, {nqt * Dv}, dt);
-    const Tile k_nat = kb.alloc_sbuf(kRows, {nkt * D}, dt), k_t = kb.alloc_sbuf(D, {nkt * kRows}, dt);
-    const Tile v_t = kb.alloc_sbuf(Dv, {nkt * kRows}, dt);
-    const Tile v_nat = dma_t ? Tile{} : kb.alloc_sbuf(kRows, {nkt * Dv}, dt);
+    const Tile k_nat = kb.alloc_sbuf(kRows, {block_tiles * D}, dt), k_t = kb.alloc_sbuf(D, {block_tiles * kRows}, dt);
+    const Tile v_t = kb.alloc_sbuf(Dv, {block_tiles * kRows}, dt);
+    const Tile v_nat = dma_t ? Tile{} : kb.alloc_sbuf(kRows, {block_tiles * Dv}, dt);
     const Tile neg_lse = kb.alloc_sbuf(kRows, {nqt}, DType::f32), di = kb.alloc_sbuf(kRows, {nqt}, DType::f32);
     const Tile dq_acc = kb.alloc_sbuf(kRows, {nqt * D}, DType::f32);
     const Tile prod = kb.alloc_sbuf(kRows, {Dv}, DType::f32);
@@ -584,16 +590,17 @@ void sdpa_backward(KernelBuilder& kb, const TensorDesc& dq, const TensorDesc& dk
             // group's k and v, then q, dO, O and lse tile by tile, then the other key groups.
             // Each tile's transposes and Di are made just before its first block, so the blocks
             // start as soon as their own tiles are in, while the rest still streams in (and the
-            // previous head's last blocks still run).
-            auto load_kv_tile = [&](uint32_t j) {
-                const uint32_t k0 = j * kRows, nk = kv_rows_of(j);
+            // previous head's last blocks still run). kv tile j of the key block starting at
+            // tile kb0 lives in slot j - kb0.
+            auto load_kv_tile = [&](uint32_t j, uint32_t kb0) {
+                const uint32_t k0 = j * kRows, nk = kv_rows_of(j), slot = j - kb0;
                 if (dma_t) {
-                    kb.dma_transpose(k_t.region(0, D, k0, nk), K.rows(b, h, k0, nk), dmaq.load());
-                    kb.dma_transpose(v_t.region(0, Dv, k0, nk), V.rows(b, h, k0, nk), dmaq.load());
+                    kb.dma_transpose(k_t.region(0, D, slot * kRows, nk), K.rows(b, h, k0, nk), dmaq.load());
+                    kb.dma_transpose(v_t.region(0, Dv, slot * kRows, nk), V.rows(b, h, k0, nk), dmaq.load());
                 } else {
-                    kb.dma_copy(tile_rows(v_nat, j, nk, Dv), V.rows(b, h, k0, nk), dmaq.load());
+                    kb.dma_copy(tile_rows(v_nat, slot, nk, Dv), V.rows(b, h, k0, nk), dmaq.load());
                 }
-                kb.dma_copy(tile_rows(k_nat, j, nk, D), K.rows(b, h, k0, nk), dmaq.load());
+                kb.dma_copy(tile_rows(k_nat, slot, nk, D), K.rows(b, h, k0, nk), dmaq.load());
             };
             auto load_q_tile = [&](uint32_t i) {
                 const uint32_t q0 = i * kRows, nq = rows_of(i);
@@ -606,9 +613,10 @@ void sdpa_backward(KernelBuilder& kb, const TensorDesc& dq, const TensorDesc& dk
                 kb.dma_copy(tile_rows(o_nat, i, nq, Dv), O.rows(b, h, q0, nq), dmaq.load());
                 kb.dma_copy(neg_lse.region(0, nq, i, 1), lse_rows(lse, b, h, q0, nq), dmaq.load());
             };
-            for (uint32_t j = 0; j < std::min(group, nkt); ++j) load_kv_tile(j);
+            const uint32_t first_block_tiles = std::min(block_tiles, nkt);
+            for (uint32_t j = 0; j < std::min(group, first_block_tiles); ++j) load_kv_tile(j, 0);
             for (uint32_t i = 0; i < nqt; ++i) load_q_tile(i);
-            for (uint32_t j = group; j < nkt; ++j) load_kv_tile(j);
+            for (uint32_t j = group; j < first_block_tiles; ++j) load_kv_tile(j, 0);
             std::fill(q_tile_ready.begin(), q_tile_ready.end(), 0);
             std::fill(dq_started.begin(), dq_started.end(), 0);
             // q tile i: q^T and dO^T (without DMA transposes), -lse and -scale * Di =
@@ -630,149 +638,155 @@ void sdpa_backward(KernelBuilder& kb, const TensorDesc& dq, const TensorDesc& dk
                                  Engine::GpSimd);
             };
 
-            for (uint32_t j0 = 0; j0 < nkt; j0 += group) {
-                const uint32_t k0 = j0 * kRows, nkg = std::min(cols, Skv - k0);
-                const uint32_t ng = ceil_div(nkg, kRows);   // kv tiles in the group
-                auto keys_of = [&](uint32_t c) { return std::min(kRows, nkg - c * kRows); };
-                if (!dma_t)
-                    for (uint32_t c = 0; c < ng; ++c) {
-                        const uint32_t j = j0 + c, nk = keys_of(c);
-                        transpose_into(kb, k_t, j * kRows, tile_rows(k_nat, j, nk, D), nk, D, ps_load[ps_load_next ^= 1],
-                                       evac);
-                        transpose_into(kb, v_t, j * kRows, tile_rows(v_nat, j, nk, Dv), nk, Dv,
-                                       ps_load[ps_load_next ^= 1], evac);
-                    }
-                std::vector<uint32_t> tiles;   // q tiles that attend to some key of the group
-                for (uint32_t i = 0; i < nqt; ++i)
-                    if (!(causal && k0 > i * kRows + rows_of(i) - 1)) tiles.push_back(i);
-                // dV and dK of kv tile c accumulate over the q tiles that attend to it (causal:
-                // a suffix of 'tiles').
-                std::array<size_t, kMaxGroup> first_block{};
-                for (uint32_t c = 0; c < ng; ++c) {
-                    first_block[c] = tiles.size();
-                    for (size_t n = 0; n < tiles.size(); ++n)
-                        if (!(causal && k0 + c * kRows > tiles[n] * kRows + rows_of(tiles[n]) - 1)) {
-                            first_block[c] = n;
-                            break;
+            for (uint32_t kb0 = 0; kb0 < nkt; kb0 += block_tiles) {
+                const uint32_t block_end = std::min(nkt, kb0 + block_tiles);
+                if (kb0 > 0)
+                    for (uint32_t j = kb0; j < block_end; ++j) load_kv_tile(j, kb0);
+                for (uint32_t j0 = kb0; j0 < block_end; j0 += group) {
+                    const uint32_t k0 = j0 * kRows, nkg = std::min(cols, std::min(Skv, block_end * kRows) - k0);
+                    const uint32_t ng = ceil_div(nkg, kRows);   // kv tiles in the group
+                    const uint32_t lk0 = (j0 - kb0) * kRows;    // the group's first key in the block's slots
+                    auto keys_of = [&](uint32_t c) { return std::min(kRows, nkg - c * kRows); };
+                    if (!dma_t)
+                        for (uint32_t c = 0; c < ng; ++c) {
+                            const uint32_t slot = j0 - kb0 + c, nk = keys_of(c);
+                            transpose_into(kb, k_t, slot * kRows, tile_rows(k_nat, slot, nk, D), nk, D,
+                                           ps_load[ps_load_next ^= 1], evac);
+                            transpose_into(kb, v_t, slot * kRows, tile_rows(v_nat, slot, nk, Dv), nk, Dv,
+                                           ps_load[ps_load_next ^= 1], evac);
                         }
-                }
-                // Per block n (q tile tiles[n]), five stages issued as M(n+1), E(n), D(n), B(n-1),
-                // C(n-2), so that each engine's in-order queue holds work whose inputs are there:
-                //   M: S = Q K^T and dP = dO V^T over the key group (TensorE);
-                //   E: P = exp(scale * S - lse) in the operands' dtype and dS' = scale * (dP - Di) in
-                //      fp32, out of PSUM (ScalarE);
-                //   D: dS = P * dS' (GpSimdE and VectorE);
-                //   B: per kv tile, dV += P^T dO, dK += dS^T Q, and dS^T on the TensorE, out of PSUM;
-                //   C: dQ = sum over the group's kv tiles of dS K, added to the SBUF accumulator.
-                auto stage_m = [&](size_t n) {
-                    const uint32_t i = tiles[n], q0 = i * kRows, nq = rows_of(i);
-                    const int r = static_cast<int>(n % 2);
-                    prepare_q_tile(i);
-                    kb.matmul(ps_s[r].region(0, nq, 0, nkg), q_t.region(0, D, q0, nq), k_t.region(0, D, k0, nkg), false);
-                    kb.matmul(ps_dp[r].region(0, nq, 0, nkg), do_t.region(0, Dv, q0, nq), v_t.region(0, Dv, k0, nkg),
-                              false);
-                };
-                auto stage_e = [&](size_t n) {
-                    const uint32_t i = tiles[n], q0 = i * kRows, nq = rows_of(i);
-                    const int r = static_cast<int>(n % 2), ri = static_cast<int>(n % kRing);
-                    const AccessPattern sp = ps_s[r].region(0, nq, 0, nkg), pf = p_sb[ri].region(0, nq, 0, nkg);
-                    const AccessPattern nl = neg_lse.region(0, nq, i, 1), ndi = di.region(0, nq, i, 1);
-                    if (mask.t) {
-                        const AccessPattern ss = s_sb[ri].region(0, nq, 0, nkg);
-                        kb.activation(ss, sp, ActFunc::identity, scale);
-                        apply_mask(kb, dmaq, mask, mask_tile, b, h, q0, nq, k0, nkg, ss);
-                        kb.activation_ex(pf, ss, ActFunc::exp, 1.0f, nullptr, 0.0f, &nl);
-                    } else {
-                        kb.activation_ex(pf, sp, ActFunc::exp, scale, nullptr, 0.0f, &nl);
-                    }
-                    if (causal && k0 + nkg - 1 > q0) causal_mask(kb, pf, q0, k0, 0.0f);
-                    kb.activation_ex(ds_f32[ri].region(0, nq, 0, nkg), ps_dp[r].region(0, nq, 0, nkg),
-                                     ActFunc::identity, scale, nullptr, 0.0f, &ndi);
-                };
-                auto p_for_matmul = [&](size_t n, uint32_t c) {
-                    return p_sb[n % kRing].region(0, rows_of(tiles[n]), c * kRows, keys_of(c));
-                };
-                auto stage_d = [&](size_t n) {
-                    // dS = P * dS', three quarters of the columns on GpSimdE, the rest on VectorE.
-                    const uint32_t nq = rows_of(tiles[n]), split = std::max(1u, nkg * 3 / 4);
-                    const int ri = static_cast<int>(n % kRing);
-                    const Tile &pt = p_sb[ri], &dsf = ds_f32[ri], &dsm = ds_mm[ri];
-                    kb.tensor_tensor(dsm.region(0, nq, 0, split), dsf.region(0, nq, 0, split), pt.region(0, nq, 0, split),
-                                     AluOp::mul, Engine::GpSimd);
-                    if (split < nkg)
-                        kb.tensor_tensor(dsm.region(0, nq, split, nkg - split), dsf.region(0, nq, split, nkg - split),
-                                         pt.region(0, nq, split, nkg - split), AluOp::mul, Engine::Vector);
-                };
-                auto stage_b = [&](size_t n) {
-                    const uint32_t i = tiles[n], nq = rows_of(i);
-                    const int ri = static_cast<int>(n % kRing);
-                    // dS^T of kv tiles c and c + 1 goes to one PSUM tile and, for full q tiles of
-                    // the same key count, leaves it with one copy.
-                    const Tile* ps = nullptr;
-                    bool pending = false;   // tile c - 1's dS^T waits in ps for its pair's copy
+                    std::vector<uint32_t> tiles;   // q tiles that attend to some key of the group
+                    for (uint32_t i = 0; i < nqt; ++i)
+                        if (!(causal && k0 > i * kRows + rows_of(i) - 1)) tiles.push_back(i);
+                    // dV and dK of kv tile c accumulate over the q tiles that attend to it (causal:
+                    // a suffix of 'tiles').
+                    std::array<size_t, kMaxGroup> first_block{};
                     for (uint32_t c = 0; c < ng; ++c) {
-                        if (n < first_block[c]) continue;   // causal: no query of this tile sees these keys
-                        const uint32_t nk = keys_of(c);
-                        const AccessPattern dsm = ds_mm[ri].region(0, nq, c * kRows, nk);
-                        const bool acc = n > first_block[c];
-                        kb.matmul(ps_dv.region(0, nk, c * Dv, Dv), p_for_matmul(n, c), tile_rows(do_nat, i, nq, Dv), acc);
-                        kb.matmul(ps_dk.region(0, nk, c * D, D), dsm, tile_rows(q_nat, i, nq, D), acc);
-                        const uint32_t half = c % 2;
-                        if (half == 0) ps = &ps_dst[dst_next ^= 1];
-                        kb.transpose(ps->region(0, nk, half * kRows, nq), dsm);
-                        if (pending) {
-                            kb.tensor_copy(dst_sb[ri].region(0, nk, (c - 1) * kRows, 2 * kRows), ps->region(0, nk, 0, 2 * kRows),
-                                           Engine::Vector);
-                            pending = false;
-                        } else if (half == 0 && nq == kRows && c + 1 < ng && n >= first_block[c + 1] &&
-                                   keys_of(c + 1) == nk) {
-                            pending = true;
+                        first_block[c] = tiles.size();
+                        for (size_t n = 0; n < tiles.size(); ++n)
+                            if (!(causal && k0 + c * kRows > tiles[n] * kRows + rows_of(tiles[n]) - 1)) {
+                                first_block[c] = n;
+                                break;
+                            }
+                    }
+                    // Per block n (q tile tiles[n]), five stages issued as M(n+1), E(n), D(n), B(n-1),
+                    // C(n-2), so that each engine's in-order queue holds work whose inputs are there:
+                    //   M: S = Q K^T and dP = dO V^T over the key group (TensorE);
+                    //   E: P = exp(scale * S - lse) in the operands' dtype and dS' = scale * (dP - Di) in
+                    //      fp32, out of PSUM (ScalarE);
+                    //   D: dS = P * dS' (GpSimdE and VectorE);
+                    //   B: per kv tile, dV += P^T dO, dK += dS^T Q, and dS^T on the TensorE, out of PSUM;
+                    //   C: dQ = sum over the group's kv tiles of dS K, added to the SBUF accumulator.
+                    auto stage_m = [&](size_t n) {
+                        const uint32_t i = tiles[n], q0 = i * kRows, nq = rows_of(i);
+                        const int r = static_cast<int>(n % 2);
+                        prepare_q_tile(i);
+                        kb.matmul(ps_s[r].region(0, nq, 0, nkg), q_t.region(0, D, q0, nq), k_t.region(0, D, lk0, nkg), false);
+                        kb.matmul(ps_dp[r].region(0, nq, 0, nkg), do_t.region(0, Dv, q0, nq), v_t.region(0, Dv, lk0, nkg),
+                                  false);
+                    };
+                    auto stage_e = [&](size_t n) {
+                        const uint32_t i = tiles[n], q0 = i * kRows, nq = rows_of(i);
+                        const int r = static_cast<int>(n % 2), ri = static_cast<int>(n % kRing);
+                        const AccessPattern sp = ps_s[r].region(0, nq, 0, nkg), pf = p_sb[ri].region(0, nq, 0, nkg);
+                        const AccessPattern nl = neg_lse.region(0, nq, i, 1), ndi = di.region(0, nq, i, 1);
+                        if (mask.t) {
+                            const AccessPattern ss = s_sb[ri].region(0, nq, 0, nkg);
+                            kb.activation(ss, sp, ActFunc::identity, scale);
+                            apply_mask(kb, dmaq, mask, mask_tile, b, h, q0, nq, k0, nkg, ss);
+                            kb.activation_ex(pf, ss, ActFunc::exp, 1.0f, nullptr, 0.0f, &nl);
                         } else {
-                            kb.tensor_copy(dst_sb[ri].region(0, nk, c * kRows, nq), ps->region(0, nk, half * kRows, nq),
-                                           Engine::Vector);
+                            kb.activation_ex(pf, sp, ActFunc::exp, scale, nullptr, 0.0f, &nl);
                         }
+                        if (causal && k0 + nkg - 1 > q0) causal_mask(kb, pf, q0, k0, 0.0f);
+                        kb.activation_ex(ds_f32[ri].region(0, nq, 0, nkg), ps_dp[r].region(0, nq, 0, nkg),
+                                         ActFunc::identity, scale, nullptr, 0.0f, &ndi);
+                    };
+                    auto p_for_matmul = [&](size_t n, uint32_t c) {
+                        return p_sb[n % kRing].region(0, rows_of(tiles[n]), c * kRows, keys_of(c));
+                    };
+                    auto stage_d = [&](size_t n) {
+                        // dS = P * dS', three quarters of the columns on GpSimdE, the rest on VectorE.
+                        const uint32_t nq = rows_of(tiles[n]), split = std::max(1u, nkg * 3 / 4);
+                        const int ri = static_cast<int>(n % kRing);
+                        const Tile &pt = p_sb[ri], &dsf = ds_f32[ri], &dsm = ds_mm[ri];
+                        kb.tensor_tensor(dsm.region(0, nq, 0, split), dsf.region(0, nq, 0, split), pt.region(0, nq, 0, split),
+                                         AluOp::mul, Engine::GpSimd);
+                        if (split < nkg)
+                            kb.tensor_tensor(dsm.region(0, nq, split, nkg - split), dsf.region(0, nq, split, nkg - split),
+                                             pt.region(0, nq, split, nkg - split), AluOp::mul, Engine::Vector);
+                    };
+                    auto stage_b = [&](size_t n) {
+                        const uint32_t i = tiles[n], nq = rows_of(i);
+                        const int ri = static_cast<int>(n % kRing);
+                        // dS^T of kv tiles c and c + 1 goes to one PSUM tile and, for full q tiles of
+                        // the same key count, leaves it with one copy.
+                        const Tile* ps = nullptr;
+                        bool pending = false;   // tile c - 1's dS^T waits in ps for its pair's copy
+                        for (uint32_t c = 0; c < ng; ++c) {
+                            if (n < first_block[c]) continue;   // causal: no query of this tile sees these keys
+                            const uint32_t nk = keys_of(c);
+                            const AccessPattern dsm = ds_mm[ri].region(0, nq, c * kRows, nk);
+                            const bool acc = n > first_block[c];
+                            kb.matmul(ps_dv.region(0, nk, c * Dv, Dv), p_for_matmul(n, c), tile_rows(do_nat, i, nq, Dv), acc);
+                            kb.matmul(ps_dk.region(0, nk, c * D, D), dsm, tile_rows(q_nat, i, nq, D), acc);
+                            const uint32_t half = c % 2;
+                            if (half == 0) ps = &ps_dst[dst_next ^= 1];
+                            kb.transpose(ps->region(0, nk, half * kRows, nq), dsm);
+                            if (pending) {
+                                kb.tensor_copy(dst_sb[ri].region(0, nk, (c - 1) * kRows, 2 * kRows), ps->region(0, nk, 0, 2 * kRows),
+                                               Engine::Vector);
+                                pending = false;
+                            } else if (half == 0 && nq == kRows && c + 1 < ng && n >= first_block[c + 1] &&
+                                       keys_of(c + 1) == nk) {
+                                pending = true;
+                            } else {
+                                kb.tensor_copy(dst_sb[ri].region(0, nk, c * kRows, nq), ps->region(0, nk, half * kRows, nq),
+                                               Engine::Vector);
+                            }
+                        }
+                    };
+                    auto stage_c = [&](size_t n) {
+                        const uint32_t i = tiles[n], nq = rows_of(i);
+                        const int ri = static_cast<int>(n % kRing);
+                        const AccessPattern dqp = ps_dq[n % 2].region(0, nq, 0, D);
+                        bool started = false;
+                        for (uint32_t c = 0; c < ng; ++c) {
+                            if (n < first_block[c]) continue;
+                            const uint32_t nk = keys_of(c);
+                            kb.matmul(dqp, dst_sb[ri].region(0, nk, c * kRows, nq), tile_rows(k_nat, j0 - kb0 + c, nk, D), started);
+                            started = true;
+                        }
+                        const AccessPattern acc = dq_acc.region(0, nq, i * D, D);
+                        if (dq_started[i]) kb.tensor_tensor(acc, acc, dqp, AluOp::add);
+                        else kb.tensor_copy(acc, dqp);
+                        dq_started[i] = 1;
+                    };
+                    const size_t nblocks = tiles.size();
+                    if (nblocks) stage_m(0);
+                    for (size_t n = 0; n < nblocks + 2; ++n) {
+                        if (n + 1 < nblocks) stage_m(n + 1);
+                        if (n < nblocks) {
+                            stage_e(n);
+                            stage_d(n);
+                        }
+                        if (n >= 1 && n <= nblocks) stage_b(n - 1);
+                        if (n >= 2) stage_c(n - 2);
                     }
-                };
-                auto stage_c = [&](size_t n) {
-                    const uint32_t i = tiles[n], nq = rows_of(i);
-                    const int ri = static_cast<int>(n % kRing);
-                    const AccessPattern dqp = ps_dq[n % 2].region(0, nq, 0, D);
-                    bool started = false;
                     for (uint32_t c = 0; c < ng; ++c) {
-                        if (n < first_block[c]) continue;
-                        const uint32_t nk = keys_of(c);
-                        kb.matmul(dqp, dst_sb[ri].region(0, nk, c * kRows, nq), tile_rows(k_nat, j0 + c, nk, D), started);
-                        started = true;
+                        const uint32_t kc = k0 + c * kRows, nk = keys_of(c);
+                        const int ob = static_cast<int>(c & 1);
+                        const AccessPattern dko = dk_out[ob].region(0, nk, 0, D), dvo = dv_out[ob].region(0, nk, 0, Dv);
+                        if (first_block[c] >= nblocks) {   // no query attends to these keys
+                            kb.memset(dko, 0.0f);
+                            kb.memset(dvo, 0.0f);
+                        } else {
+                            kb.tensor_copy(dko, ps_dk.region(0, nk, c * D, D), evac());
+                            kb.tensor_copy(dvo, ps_dv.region(0, nk, c * Dv, Dv), evac());
+                        }
+                        kb.dma_copy(dK.rows(b, h, kc, nk), dko, dmaq.store());
+                        kb.dma_copy(dV.rows(b, h, kc, nk), dvo, dmaq.store());
                     }
-                    const AccessPattern acc = dq_acc.region(0, nq, i * D, D);
-                    if (dq_started[i]) kb.tensor_tensor(acc, acc, dqp, AluOp::add);
-                    else kb.tensor_copy(acc, dqp);
-                    dq_started[i] = 1;
-                };
-                const size_t nblocks = tiles.size();
-                if (nblocks) stage_m(0);
-                for (size_t n = 0; n < nblocks + 2; ++n) {
-                    if (n + 1 < nblocks) stage_m(n + 1);
-                    if (n < nblocks) {
-                        stage_e(n);
-                        stage_d(n);
-                    }
-                    if (n >= 1 && n <= nblocks) stage_b(n - 1);
-                    if (n >= 2) stage_c(n - 2);
-                }
-                for (uint32_t c = 0; c < ng; ++c) {
-                    const uint32_t kc = k0 + c * kRows, nk = keys_of(c);
-                    const int ob = static_cast<int>(c & 1);
-                    const AccessPattern dko = dk_out[ob].region(0, nk, 0, D), dvo = dv_out[ob].region(0, nk, 0, Dv);
-                    if (first_block[c] >= nblocks) {   // no query attends to these keys
-                        kb.memset(dko, 0.0f);
-                        kb.memset(dvo, 0.0f);
-                    } else {
-                        kb.tensor_copy(dko, ps_dk.region(0, nk, c * D, D), evac());
-                        kb.tensor_copy(dvo, ps_dv.region(0, nk, c * Dv, Dv), evac());
-                    }
-                    kb.dma_copy(dK.rows(b, h, kc, nk), dko, dmaq.store());
-                    kb.dma_copy(dV.rows(b, h, kc, nk), dvo, dmaq.store());
                 }
             }
             for (uint32_t i = 0; i < nqt; ++i) {
