@@ -129,6 +129,10 @@ public:
     // [B, H, S, D] kept as [B, S, H, D], so that a transpose after it is a view). Only nodes
     // whose kernels write strided outputs (attention, attention_backward) accept one.
     void set_dense_strides(int v, std::vector<int64_t> strides);
+    // Stores output 'v' inside output 'base' of the same attention node, at (strides, offset)
+    // elements of base's storage: e.g. dq, dk, dv written straight into the [B, S, 3 * H * D]
+    // buffer a concat of them would make (base itself is written only through such values).
+    void place_in(int v, int base, std::vector<int64_t> strides, int64_t offset);
     void set_outputs(std::vector<int> outs) { outputs = std::move(outs); }
 
     // Convenience builders (return the output value id).

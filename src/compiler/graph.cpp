@@ -146,6 +146,29 @@ void Graph::set_dense_strides(int v, std::vector<int64_t> strides) {
     val.strides = std::move(strides);
 }
 
+void Graph::place_in(int v, int base, std::vector<int64_t> strides, int64_t offset) {
+    const int n = static_cast<int>(values.size());
+    if (v < 0 || v >= n || base < 0 || base >= n) throw CompileError("place_in: no such value");
+    Value &val = values[v], &into = values[base];
+    const int p = val.producer;
+    if (p < 0 || p != into.producer || (nodes[p].op != Op::attention && nodes[p].op != Op::attention_backward))
+        throw CompileError("place_in: %" + std::to_string(v) + " and %" + std::to_string(base) +
+                           " are not outputs of one attention node");
+    if (val.dtype != into.dtype || strides.size() != val.sizes.size())
+        throw CompileError("place_in: %" + std::to_string(v) + " does not fit %" + std::to_string(base) + "'s layout");
+    int64_t last = offset;
+    for (size_t d = 0; d < strides.size(); ++d) {
+        if (strides[d] < 0) throw CompileError("place_in: negative stride");
+        last += (val.sizes[d] - 1) * strides[d];
+    }
+    if (offset < 0 || (val.numel() > 0 && last >= into.numel()))
+        throw CompileError("place_in: %" + std::to_string(v) + " at offset " + std::to_string(offset) + " strides " +
+                           shape_str(strides) + " leaves %" + std::to_string(base) + " " + shape_str(into.sizes));
+    val.storage = into.storage;
+    val.strides = std::move(strides);
+    val.offset = offset;
+}
+
 int Graph::add_view(int in, std::vector<int64_t> sizes, std::vector<int64_t> strides, int64_t offset) {
     if (strides.empty()) strides = contiguous_strides(sizes);
     Node n;
@@ -320,7 +343,8 @@ std::string Graph::str() const {
         for (size_t k = 0; k < n.outputs.size(); ++k) {
             const Value& v = values[n.outputs[k]];
             os << (k ? ", " : "") << "%" << n.outputs[k] << ":" << dtype_name(v.dtype) << shape_str(v.sizes);
-            if (n.op != Op::view && !v.is_contiguous()) os << "{" << shape_str(v.strides) << "}";
+            if (n.op != Op::view && (!v.is_contiguous() || v.offset))
+                os << "{" << shape_str(v.strides) << "+" << v.offset << "}";
         }
         os << " = " << op_name(n.op);
         if (n.op == Op::eager || !n.label.empty()) os << "<" << n.label << ">";

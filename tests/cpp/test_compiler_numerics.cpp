@@ -274,6 +274,10 @@ TEST(CompilerNumerics, OnlyAttentionOutputsTakeAnotherDenseOrder) {
     EXPECT_THROW(g.set_dense_strides(out, {64, 8, 16}), compiler::CompileError);     // wrong rank
     g.set_dense_strides(out, {64, 8, 16, 1});
     EXPECT_EQ(g.values[out].strides, (std::vector<int64_t>{64, 8, 16, 1}));
+    // place_in: another output of the same node, inside its bounds.
+    const int lse = g.nodes[node].outputs[1];
+    EXPECT_THROW(g.place_in(lse, y, {1, 1, 1}, 0), compiler::CompileError);     // not of one attention node
+    EXPECT_THROW(g.place_in(out, lse, {64, 8, 16, 1}, 0), compiler::CompileError);   // out does not fit in lse
 }
 
 TEST(CompilerNumerics, GraphWithEagerNodesCannotRunWithoutItsHost) {

@@ -123,8 +123,9 @@ class _HeadsBlock(torch.nn.Module):
 
 
 def test_head_split_and_merge_around_attention_are_views():
-    """q/k/v are read where the qkv projection wrote them, the output and the q/k/v gradients are
-    written in [B, S, H, D] order: no copy moves a head in either graph, and the numbers match eager."""
+    """q/k/v are read where the qkv projection wrote them, the output is written in [B, S, H, D]
+    order and the q/k/v gradients where the qkv gradient has them: no copy or concat moves a head
+    in either graph, and the numbers match eager."""
     torch.manual_seed(0)
     model, x = _HeadsBlock(), torch.randn(2, 48, 64)
     graphs = tc.capture_graphs(model.to("meta"), x.to("meta").requires_grad_())
@@ -133,7 +134,10 @@ def test_head_split_and_merge_around_attention_are_views():
     for ir in irs:
         assert " = attention" in ir
         assert " = copy " not in ir, ir
-    assert "{[3072,16,64,1]}" in irs[0]   # the attention output [2, 4, 48, 16] stored as [2, 48, 4, 16]
+    assert "{[3072,16,64,1]+0}" in irs[0]   # the attention output [2, 4, 48, 16] stored as [2, 48, 4, 16]
+    # dq, dk and dv are written into the gradient of the qkv projection's output: no concat
+    assert " = concat " not in irs[1], irs[1]
+    assert "{[9216,16,192,1]+64}" in irs[1]   # dk
 
     torch.manual_seed(0)
     model = _HeadsBlock()

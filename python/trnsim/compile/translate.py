@@ -110,6 +110,8 @@ class Translator:
         self.values: dict[torch.fx.Node, Any] = {}
         self.layouts: dict[int, Layout] = {}
         self.eager_calls: list[EagerCall] = []
+        # aten.cat nodes whose result an earlier node already wrote: the IR value it is a view of
+        self.written_cats: dict[torch.fx.Node, int] = {}
 
     # ------------------------------------------------------------------ helpers
     def ir(self, x) -> int:
@@ -479,6 +481,19 @@ def _split(t, node):
 
 @handles(aten.cat.default)
 def _cat(t, node):
+    packed = t.written_cats.get(node)
+    if packed is not None:
+        lay = t.layouts[packed]
+        tensors, start, dim = node.args[0], 0, len(lay.sizes) - 1
+        for x in tensors:   # each input is the slice of 'packed' it would be copied to
+            xl = t.layouts[t.ir(x)]
+            same_strides = all(a == b for n, a, b in zip(xl.sizes, xl.strides, lay.strides) if n != 1)
+            if not same_strides or xl.offset != start * lay.strides[dim] or xl.sizes[:dim] != lay.sizes[:dim]:
+                break
+            start += xl.sizes[dim]
+        else:
+            if start == lay.sizes[dim]:
+                return t.view(packed, lay)
     tensors = node.args[0]
     dim = _arg(node, 1, "dim", 0) % len(_meta(node).shape)
     return t.add("concat", [t.ir(x) for x in tensors], [t.out1(node)], i0=dim)[0]
@@ -595,6 +610,37 @@ HANDLERS[aten.tanh_backward.default] = _activation_grad(lambda n: ("tanh", 0.0))
 HANDLERS[aten.threshold_backward.default] = _activation_grad(lambda n: ("threshold", n.args[2]))
 
 
+_VIEWS = {aten.view.default, aten._unsafe_view.default, aten.reshape.default, aten.permute.default,
+          aten.transpose.int}
+
+
+def _concatenated_head_gradients(node: torch.fx.Node):
+    """The aten.cat joining an attention backward's dq, dk and dv, each viewed as [B, S, H * D],
+    in that order along the last dim, when nothing else reads them (the backward of a qkv
+    projection split into heads); None otherwise."""
+    q, k, v = (_meta(x) for x in node.args[1:4])
+    if q.dim() != 4 or tuple(k.shape) != tuple(q.shape) or tuple(v.shape) != tuple(q.shape):
+        return None
+    b, h, s, d = q.shape
+    grads = {u.args[1]: u for u in node.users if u.target is operator.getitem}
+    if len(node.users) != 3 or sorted(grads) != [0, 1, 2]:
+        return None
+    cat = None
+    for index in range(3):
+        x = grads[index]
+        while len(x.users) == 1 and next(iter(x.users)).target in _VIEWS:
+            x = next(iter(x.users))
+        if len(x.users) != 1 or list(_meta(x).shape) != [b, s, h * d]:
+            return None
+        user = next(iter(x.users))
+        if user.target is not aten.cat.default or (cat is not None and user is not cat):
+            return None
+        cat = user
+        if len(cat.args[0]) != 3 or cat.args[0][index] is not x or _arg(cat, 1, "dim", 0) % 3 != 2:
+            return None
+    return cat
+
+
 def _attention_handlers():
     from . import attention  # noqa: F401  (registers the trnsim:: operators)
 
@@ -617,9 +663,23 @@ def _attention_handlers():
     @handles(torch.ops.trnsim.flash_attention_backward.default)
     def _attention_backward(t, node):
         *tensors, scale, causal = node.args
-        vids = t.add("attention_backward", [t.ir(x) for x in tensors], _tuple_outs(node), i0=int(causal),
+        ins, outs = [t.ir(x) for x in tensors], _tuple_outs(node)
+        cat = _concatenated_head_gradients(node)
+        if cat is None:
+            vids = t.add("attention_backward", ins, outs, i0=int(causal), f0=float(scale))
+            return keep_meta_layouts(t, node, vids)
+        # dq, dk and dv go straight into the [B, S, 3 * H * D] buffer the cat would make (the
+        # grad of a fused qkv projection): [B, H, S, D] each, at column k * H * D.
+        b, h, s, d = _static(_meta(tensors[1]).shape)
+        vids = t.add("attention_backward", ins, outs + [(outs[0][0], [b, s, 3 * h * d])], i0=int(causal),
                      f0=float(scale))
-        return keep_meta_layouts(t, node, vids)
+        packed = vids[3]
+        strides = [s * 3 * h * d, d, 3 * h * d, 1]
+        for k in range(3):
+            t.g.place_in(vids[k], packed, strides, k * h * d)
+            t.layouts[vids[k]] = Layout([b, h, s, d], strides, k * h * d)
+        t.written_cats[cat] = packed
+        return _Multi(enumerate(vids[:3]))
 
 
 _attention_handlers()

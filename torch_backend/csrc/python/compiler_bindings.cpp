@@ -90,6 +90,7 @@ void init_compiler_bindings(py::module_& m) {
              py::arg("label") = "")
         .def("add_view", &Graph::add_view)
         .def("set_dense_strides", &Graph::set_dense_strides)
+        .def("place_in", &Graph::place_in)
         .def("set_outputs", &Graph::set_outputs)
         .def("__str__", &Graph::str);
 
