@@ -51,7 +51,9 @@ enum class Op : uint8_t {
     softmax,              // along dim i0; i1 = 1 for log_softmax
     softmax_backward,     // in0 = grad_out, in1 = forward output; dim i0, i1 = log
     layer_norm,           // in: x, [weight, bias] (i1 bit0: weight, bit1: bias); out: y, mean, rstd; i0 = ndim, f0 = eps
-    layer_norm_backward,  // in: grad_out, x, mean, rstd, [weight]; out: grad_in, [grad_weight, grad_bias] (i1 mask)
+    layer_norm_backward,  // in: grad_out, x, mean, rstd, [weight], [addend]; out: grad_in, [grad_weight, grad_bias];
+                          // i1 bits 0..2: outputs present, bit 3: weight, bit 4: addend (grad_in = the norm's
+                          // input gradient + addend, rounded once; fuse_norm folds a following add into it)
     rms_norm,             // in: x, [weight]; out: y, rstd; i0 = normalized ndim, f0 = eps, i1 = has weight
     matmul,               // out[...,M,N] = in0[...,M,K] @ in1[...,K,N] (batch dims broadcast)
     addmm,                // out = f1 * in0 + f0 * (in1 @ in2)   (f0 = alpha, f1 = beta)

@@ -1,5 +1,7 @@
 // fuse_norm: x * rsqrt(mean(x^2, -1) + eps) [* weight] becomes one rms_norm node (one pass over
 // each row in SBUF); its rstd is an output too, so a backward graph that saved it still finds it.
+// An add of a layer_norm_backward's grad_input and a tensor of its shape (a residual's gradient
+// joining the norm's) becomes the norm's addend: the norm writes the sum, with no pass of its own.
 #include "passes.h"
 
 namespace trnsim::compiler {
@@ -20,6 +22,76 @@ bool is_square_of(const Graph& g, const Node* n, int x) {
 const Node* live_producer(const Graph& g, int v) {
     const int p = g.values[v].producer;
     return p >= 0 && !g.nodes[p].dead ? &g.nodes[p] : nullptr;
+}
+
+// Whether the layer_norm_backward kernel can take v as grad_input or addend of a norm over x:
+// x's shape, or contiguous with as many elements (lowering reads it in x's shape).
+bool fits_norm_shape(const Graph& g, int v, int x) {
+    const Value &vv = g.values[v], &xv = g.values[x];
+    return vv.sizes == xv.sizes || (vv.is_contiguous() && vv.numel() == xv.numel());
+}
+
+// Folds add(grad_input, addend) into the layer_norm_backward node writing grad_input (possibly
+// through views that keep its contiguous layout, each read only by the next): the node takes
+// the addend as its last input (i1 bit 4) and writes the add's output in grad_input's place.
+// The fused node takes the norm's place when the addend is defined before it, else the add's
+// place when every reader of the norm's other outputs comes after the add.
+void fuse_norm_backward_add(Graph& g, PassContext& ctx) {
+    constexpr int64_t kAddendBit = 16;
+    const auto users = g.users();
+    const std::vector<int> pos = node_positions(g);
+    for (int i : g.live_nodes()) {
+        const Node& add = g.nodes[i];
+        if (add.dead || add.op != Op::binary || add.i0 != static_cast<int64_t>(ops::Binary::add) || add.f0 != 1.0f)
+            continue;
+        for (int side = 0; side < 2; ++side) {
+            const int addend = add.inputs[1 - side];
+            // Walk back from the add's operand through layout-keeping views to the norm's grad_input.
+            std::vector<int> chain;   // view nodes between grad_input and the add
+            int v = add.inputs[side];
+            bool ok = sole_user(g, users, v) == i;
+            while (ok && producer_of(g, v, Op::view)) {
+                const int view = g.values[v].producer;
+                const int in = g.nodes[view].inputs[0];
+                const Value &out_v = g.values[v], &in_v = g.values[in];
+                ok = out_v.is_contiguous() && in_v.is_contiguous() && out_v.offset == in_v.offset &&
+                     out_v.numel() == in_v.numel() && sole_user(g, users, in) == view;
+                chain.push_back(view);
+                v = in;
+            }
+            const Node* norm = ok ? producer_of(g, v, Op::layer_norm_backward) : nullptr;
+            if (!norm || !(norm->i1 & 1) || (norm->i1 & kAddendBit) || norm->outputs[0] != v) continue;
+            const int at_norm = g.values[v].producer, x = norm->inputs[1], out = add.outputs[0];
+            const Value &gi = g.values[v], &ov = g.values[out], &av = g.values[addend];
+            if (ov.dtype != gi.dtype || !dtype_is_float(av.dtype) || av.sizes != ov.sizes ||
+                g.values[add.inputs[side]].sizes != ov.sizes || !fits_norm_shape(g, out, x) ||
+                !fits_norm_shape(g, addend, x))
+                continue;
+            // Where the fused node can go.
+            const int addend_at = g.values[addend].producer;
+            int at = -1;
+            if (addend_at < 0 || pos[addend_at] < pos[at_norm]) {
+                at = at_norm;
+            } else {
+                bool later = true;
+                for (size_t k = 1; k < norm->outputs.size(); ++k)
+                    for (int u : users[norm->outputs[k]]) later = later && pos[u] > pos[i];
+                if (later && addend_at != at_norm) at = i;
+            }
+            if (at < 0) continue;
+
+            Node fused = *norm;
+            fused.inputs.push_back(addend);
+            fused.i1 |= kAddendBit;
+            fused.outputs[0] = out;
+            fused.label = "add";
+            for (int view : chain) g.nodes[view].dead = true;
+            g.nodes[at == i ? at_norm : i].dead = true;
+            replace_node(g, at, std::move(fused));
+            ++ctx.stats["fused_norm_backward_add"];
+            break;
+        }
+    }
 }
 
 }  // namespace
@@ -86,6 +158,7 @@ void fuse_norm(Graph& g, PassContext& ctx) {
             break;
         }
     }
+    fuse_norm_backward_add(g, ctx);
 }
 
 }  // namespace trnsim::compiler

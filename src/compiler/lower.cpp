@@ -160,13 +160,26 @@ private:
                 return;
             }
             case Op::layer_norm_backward: {
-                // i1 bits 0..2: grad_in, grad_weight, grad_bias present (in that order); bit 3: weight input.
+                // i1 bits 0..2: grad_in, grad_weight, grad_bias present (in that order); bit 3: weight
+                // input; bit 4: grad_in addend (the last input). grad_in and the addend may be contiguous
+                // tensors of another shape (fuse_norm): they are read in x's shape.
+                auto in_x_shape = [&](const ops::TensorDesc& t) {
+                    if (t.sizes == in[1].sizes) return t;
+                    ops::TensorDesc r = ops::TensorDesc::contiguous(t.arg, t.dtype, in[1].sizes);
+                    r.offset = t.offset;
+                    return r;
+                };
+                std::vector<ops::TensorDesc> outs_x = out;
+                if (n.i1 & 1) outs_x[0] = in_x_shape(out[0]);
                 const ops::TensorDesc* outs[3] = {nullptr, nullptr, nullptr};
                 size_t k = 0;
                 for (int b = 0; b < 3; ++b)
-                    if (n.i1 & (1 << b)) outs[b] = &out[k++];
+                    if (n.i1 & (1 << b)) outs[b] = &outs_x[k++];
                 const ops::TensorDesc* w = (n.i1 & 8) ? &in[4] : nullptr;
-                ops::layer_norm_backward(kb, outs[0], outs[1], outs[2], in[0], in[1], in[2], in[3], w, n.i0);
+                ops::TensorDesc addend;
+                if (n.i1 & 16) addend = in_x_shape(in.back());
+                ops::layer_norm_backward(kb, outs[0], outs[1], outs[2], in[0], in[1], in[2], in[3], w, n.i0,
+                                         (n.i1 & 16) ? &addend : nullptr);
                 return;
             }
             case Op::rms_norm:

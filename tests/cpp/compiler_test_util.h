@@ -182,6 +182,35 @@ inline Graph matmul_activation_backward(DType dt, int64_t B, int64_t T, int64_t 
     return g;
 }
 
+// A layer norm's backward whose input gradient joins a residual's gradient, as traced:
+// (gi, gw, gb) = layer_norm_backward(dy, x, mean, rstd, w), out = residual + gi, with x [1, rows, D].
+// through_view: gi is added as gi.view(rows, D) to a [rows, D] residual. residual_after: the
+// residual is computed (-r) after the norm node. Inputs: dy, x, mean, rstd, w, r; outputs: out, gw, gb.
+inline Graph layer_norm_backward_add(DType dt, int64_t rows, int64_t D, bool through_view, bool residual_after) {
+    Graph g;
+    const std::vector<int64_t> shape = {1, rows, D}, flat = {rows, D};
+    const int dy = g.add_input(dt, shape);
+    const int x = g.add_input(dt, shape);
+    const int mean = g.add_input(DType::f32, {1, rows, 1});
+    const int rstd = g.add_input(DType::f32, {1, rows, 1});
+    const int w = g.add_input(dt, {D});
+    const int r = g.add_input(dt, through_view ? flat : shape);
+    int residual = r;
+    if (!residual_after) residual = g.unary(ops::Unary::neg, r);
+    compiler::Node n;
+    n.op = Op::layer_norm_backward;
+    n.inputs = {dy, x, mean, rstd, w};
+    n.i0 = 1;
+    n.i1 = 1 | 2 | 4 | 8;
+    const int norm = g.add_node(n, {{dt, shape}, {dt, {D}}, {dt, {D}}});
+    if (residual_after) residual = g.unary(ops::Unary::neg, r);
+    int gi = g.nodes[norm].outputs[0];
+    if (through_view) gi = g.add_view(gi, flat, {}, 0);
+    const int out = g.binary(ops::Binary::add, residual, gi);
+    g.set_outputs({out, g.nodes[norm].outputs[1], g.nodes[norm].outputs[2]});
+    return g;
+}
+
 // softmax(x, -1) written out: exp(x - max) / sum(exp(x - max))
 inline int decomposed_softmax(Graph& g, int x) {
     const int m = g.reduce(ops::Reduce::max, x, {-1}, true);

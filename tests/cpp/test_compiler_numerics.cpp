@@ -177,6 +177,34 @@ TEST(CompilerNumerics, FusedRmsNormMatchesHost) {
     expect_all_near(got[1], want_rstd, 1e-6, 1e-4, "rstd");
 }
 
+TEST(CompilerNumerics, LayerNormBackwardWithItsResidualAddMatchesUnfused) {
+    // Rows one per partition (1024, pipelined) and grouped to a partition (96); the fused kernel
+    // rounds grad_in + residual once, the unfused graph twice.
+    struct Case {
+        DType dt;
+        int64_t D;
+        bool through_view;
+    };
+    const int64_t rows = 200;
+    for (const Case& c : {Case{DType::bf16, 1024, true}, Case{DType::f32, 1024, false}, Case{DType::bf16, 96, false},
+                          Case{DType::f32, 96, true}}) {
+        Graph g = layer_norm_backward_add(c.dt, rows, c.D, c.through_view, false);
+        const std::vector<std::vector<float>> in = {
+            rounded(random_values(rows * c.D, 11), c.dt), rounded(random_values(rows * c.D, 12), c.dt),
+            random_values(rows, 13, -0.5f, 0.5f),       random_values(rows, 14, 0.5f, 1.5f),
+            rounded(random_values(c.D, 15, 0.5f, 1.5f), c.dt), rounded(random_values(rows * c.D, 16), c.dt)};
+        CompiledRunner r;
+        CompiledGraph cg;
+        const auto fused = r.run(g, in, {}, &cg);
+        EXPECT_EQ(cg.stats["fused_norm_backward_add"], 1);
+        const auto plain = r.run(g, in, unfused());
+        const bool bf16 = c.dt == DType::bf16;
+        expect_all_near(fused[0], plain[0], bf16 ? 2e-2 : 1e-5, bf16 ? 8e-3 : 1e-5, "residual + grad_in");
+        EXPECT_EQ(fused[1], plain[1]);
+        EXPECT_EQ(fused[2], plain[2]);
+    }
+}
+
 TEST(CompilerNumerics, FusedAttentionMatchesUnfused) {
     const int64_t B = 1, H = 2, S = 160, D = 64;
     const DType dt = DType::bf16;

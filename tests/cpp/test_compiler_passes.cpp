@@ -242,6 +242,48 @@ TEST(CompilerPasses, FuseNormMakesRmsNormWithWeightAndRstd) {
     EXPECT_EQ(n.outputs, (std::vector<int>{g.outputs[0], rstd}));
 }
 
+TEST(CompilerPasses, FuseNormFoldsTheResidualAddIntoLayerNormBackward) {
+    // The residual defined before the norm (the fused node takes the norm's place) or after it
+    // (the add's place); grad_in added directly or through a reshaping view.
+    for (const auto& [through_view, residual_after] : {std::pair{false, false}, {true, false}, {false, true}}) {
+        Graph g = layer_norm_backward_add(DType::bf16, 64, 256, through_view, residual_after);
+        const int out = g.outputs[0];
+        CompileOptions opt;
+        auto ctx = run_named(g, trn2(), opt, {"fuse_norm"});
+        EXPECT_EQ(ctx.stats["fused_norm_backward_add"], 1);
+        EXPECT_EQ(count_live(g, Op::binary), 0);
+        EXPECT_EQ(count_live(g, Op::view), 0);
+        const auto& n = only_live(g, Op::layer_norm_backward);
+        ASSERT_EQ(n.inputs.size(), 6u);
+        EXPECT_EQ(n.i1, 1 | 2 | 4 | 8 | 16);
+        EXPECT_EQ(n.outputs[0], out);
+        const int residual = g.values[n.inputs[5]].producer;
+        ASSERT_GE(residual, 0);
+        EXPECT_EQ(g.nodes[residual].op, Op::unary);
+        EXPECT_LT(residual, g.values[out].producer);   // defined before the node reading it
+    }
+}
+
+TEST(CompilerPasses, FuseNormKeepsAResidualAddItCannotFold) {
+    {   // grad_in is read elsewhere too (here: a graph output)
+        Graph g = layer_norm_backward_add(DType::bf16, 64, 256, false, false);
+        const int gi = g.nodes[g.values[g.outputs[0]].producer].inputs[1];
+        g.outputs.push_back(gi);
+        CompileOptions opt;
+        auto ctx = run_named(g, trn2(), opt, {"fuse_norm"});
+        EXPECT_EQ(ctx.stats["fused_norm_backward_add"], 0);
+        EXPECT_EQ(count_live(g, Op::binary), 1);
+    }
+    {   // residual - grad_in is not an add of the two
+        Graph g = layer_norm_backward_add(DType::bf16, 64, 256, false, false);
+        g.nodes[g.values[g.outputs[0]].producer].f0 = -1.0f;
+        CompileOptions opt;
+        auto ctx = run_named(g, trn2(), opt, {"fuse_norm"});
+        EXPECT_EQ(ctx.stats["fused_norm_backward_add"], 0);
+        EXPECT_EQ(only_live(g, Op::layer_norm_backward).inputs.size(), 5u);
+    }
+}
+
 TEST(CompilerPasses, FuseAttentionFindsScaledSoftmaxBetweenTwoMatmuls) {
     Graph g = decomposed_attention(DType::bf16, 1, 2, 256, 64, 0.125f);
     CompileOptions opt;

@@ -256,6 +256,61 @@ TEST_F(OpsNorm, NormRowTilesInFlightWithAnyGradients) {
     }
 }
 
+TEST_F(OpsNorm, NormBackwardAddsTheGradInputAddend) {
+    // grad_in = the norm's input gradient + addend on every path: rows grouped several to a
+    // partition (96), one per partition and pipelined (1024, 4096 with a partial last tile),
+    // chunked (10000); an f32 addend to a bf16 gradient; a transposed (strided) addend.
+    struct Case {
+        std::vector<int64_t> sizes;
+        DType dt, addend_dt;
+        bool transposed;
+    };
+    const std::vector<Case> cases = {
+        {{300, 96}, DType::f32, DType::f32, false},    {{300, 96}, DType::bf16, DType::bf16, true},
+        {{700, 1024}, DType::bf16, DType::bf16, false}, {{700, 1024}, DType::f32, DType::f32, true},
+        {{130, 4096}, DType::bf16, DType::f32, false},  {{3, 10000}, DType::bf16, DType::bf16, false},
+        {{3, 10000}, DType::f32, DType::f32, false}};
+    for (const Case& c : cases) {
+        for (bool rms : {false, true}) {
+            const int64_t D = c.sizes.back(), rows = numel(c.sizes) / D;
+            ASSERT_EQ(c.sizes.size(), 2u);
+            const TensorDesc x = view(2, c.dt, c.sizes), w = view(3, c.dt, {D}), b = view(4, c.dt, {D});
+            const TensorDesc y = view(1, c.dt, c.sizes), mean = view(5, DType::f32, {rows, 1}),
+                             rstd = view(6, DType::f32, {rows, 1}), g = view(7, c.dt, c.sizes);
+            const std::vector<float> xv = put_random(x, -2.0f, 3.0f), wv = put_random(w, 0.5f, 1.5f),
+                                     bv = rms ? std::vector<float>{} : put_random(b), gv = put_random(g);
+            const float eps = 1e-5f;
+            KernelBuilder kb = builder("norm");
+            if (rms) ops::rms_norm(kb, y, &rstd, x, &w, 1, eps);
+            else ops::layer_norm(kb, y, &mean, &rstd, x, &w, &b, 1, eps);
+            run(kb);
+
+            const TensorDesc addend = c.transposed ? view(1, c.addend_dt, c.sizes, {1, rows})
+                                                   : view(1, c.addend_dt, c.sizes);
+            const std::vector<float> addend_v = logical(addend, put_random(addend, -3.0f, 3.0f));
+            NormRef ref = norm_ref(rms, xv, wv, bv, gv, rows, D, eps);
+            for (size_t i = 0; i < ref.gx.size(); ++i) ref.gx[i] += addend_v[i];
+            const TensorDesc gx = view(8, c.dt, c.sizes), gw = view(9, c.dt, {D}), gb = view(10, c.dt, {D});
+            poison(gx);
+            KernelBuilder kb2 = builder("norm_bwd");
+            if (rms) ops::rms_norm_backward(kb2, &gx, &gw, g, x, rstd, &w, 1, &addend);
+            else ops::layer_norm_backward(kb2, &gx, &gw, &gb, g, x, mean, rstd, &w, 1, &addend);
+            run(kb2);
+            const std::string what = std::string(rms ? "rms_norm " : "layer_norm ") + x.str() + " + " + addend.str();
+            expect_close(get(gx), ref.gx, c.dt, (what + " grad_in").c_str(), 1e-4, 1e-4);
+            const double sum_tol = 1e-4 * std::sqrt(double(rows));
+            expect_close(get(gw), ref.gw, c.dt, (what + " grad_weight").c_str(), sum_tol, 1e-4);
+            if (!rms) expect_close(get(gb), ref.gb, c.dt, (what + " grad_bias").c_str(), sum_tol, 1e-4);
+        }
+    }
+    // An addend needs grad_in and the input's shape.
+    KernelBuilder kb = builder("norm_bwd");
+    const TensorDesc x = view(2, DType::f32, {4, 8}), st = view(3, DType::f32, {4, 1}), gw = view(4, DType::f32, {8});
+    const TensorDesc odd = view(5, DType::f32, {4, 4}), gx = view(1, DType::f32, {4, 8});
+    EXPECT_THROW(ops::layer_norm_backward(kb, nullptr, &gw, nullptr, x, x, st, st, nullptr, 1, &x), std::exception);
+    EXPECT_THROW(ops::layer_norm_backward(kb, &gx, nullptr, nullptr, x, x, st, st, nullptr, 1, &odd), std::exception);
+}
+
 TEST_F(OpsNorm, NormVeryLongRowsBuildAndEmptyIsNoop) {
     KernelBuilder big_kb = builder("ln");
     const TensorDesc big = view(2, DType::f32, {2, 1 << 20}), big_out = view(1, DType::f32, {2, 1 << 20});

@@ -35,7 +35,7 @@
 
 namespace trnsim::ops::detail {
 
-constexpr int kMaxOperands = 6;
+constexpr int kMaxOperands = 7;   // norm backward over long rows: 5 row operands, weight, addend
 constexpr uint32_t kPartitions = 128;
 constexpr int kMaxApDims = 1 + kMaxFreeDims;   // HBM partition dim + free dims
 

@@ -697,15 +697,17 @@ void norm_forward(KernelBuilder& kb, const std::string& name, bool rms, const Te
 
 // Rows longer than one SBUF partition holds, in chunks of the normalized dims. grad_in per row
 // tile in two passes over the chunks (the row sums mean(gw) and mean(gw * xhat), then the
-// gradient); grad_weight / grad_bias in a third pass, chunk by chunk over every row tile, into
-// [128, chunk] fp32 accumulators summed across partitions by the TensorE.
+// gradient, plus the addend's chunk when there is one); grad_weight / grad_bias in a third pass,
+// chunk by chunk over every row tile, into [128, chunk] fp32 accumulators summed across
+// partitions by the TensorE.
 void norm_backward_chunked(KernelBuilder& kb, const std::string& name, bool rms, const TensorDesc* grad_in,
                            const TensorDesc* grad_weight, const TensorDesc* grad_bias, const TensorDesc& grad_out,
                            const TensorDesc& in, const TensorDesc* mean, const TensorDesc& rstd,
-                           const TensorDesc* weight, int64_t normalized_ndim) {
+                           const TensorDesc* weight, const TensorDesc* addend, int64_t normalized_ndim) {
     const std::vector<int64_t> dims = last_dims(name, in, normalized_ndim);
     const uint64_t per_col = 2 * (dtype_size(grad_out.dtype) + dtype_size(in.dtype)) + 12 +
-                             (weight ? 2 * dtype_size(weight->dtype) : 0) + (grad_in ? dtype_size(grad_in->dtype) : 0);
+                             (weight ? 2 * dtype_size(weight->dtype) : 0) + (grad_in ? dtype_size(grad_in->dtype) : 0) +
+                             (addend ? 2 * dtype_size(addend->dtype) : 0);
     const uint32_t fmax = column_budget(kb.chip(), per_col, 1);
     int64_t D = 1;
     for (int64_t d : dims) D *= in.sizes[d];
@@ -738,11 +740,12 @@ void norm_backward_chunked(KernelBuilder& kb, const std::string& name, bool rms,
     if (grad_in) {
         RowSpace rs = row_space(name, in, dims,
                                 {{grad_in, false}, {&grad_out, false}, {&in, false}, {mean, true}, {&rstd, true},
-                                 {weight, false}});
+                                 {weight, false}, {addend, false}});
         const std::vector<RowTile> tiles = plan(rs);
         const uint32_t F = max_cols(tiles);
-        TileRing g_ring(kb, 2, {F}, grad_out.dtype), x_ring(kb, 2, {F}, in.dtype), w_ring;
+        TileRing g_ring(kb, 2, {F}, grad_out.dtype), x_ring(kb, 2, {F}, in.dtype), w_ring, add_ring;
         if (weight) w_ring = TileRing(kb, 2, {F}, weight->dtype);
+        if (addend) add_ring = TileRing(kb, 2, {F}, addend->dtype);
         const Tile xhat = kb.alloc_sbuf(kPartitions, {F}, DType::f32);
         const Tile gw = kb.alloc_sbuf(kPartitions, {F}, DType::f32);
         const Tile tmp = kb.alloc_sbuf(kPartitions, {F}, DType::f32);
@@ -788,10 +791,18 @@ void norm_backward_chunked(KernelBuilder& kb, const std::string& name, bool rms,
                 chunk(c, &hv, &gwv);
                 const AccessPattern tv = tile_view(tmp, P, t.R[c]), o = tile_view(o_ring.next(), P, t.R[c]);
                 const AccessPattern rv = tile_view(r, P, 1);
+                AccessPattern add;
+                if (addend) {
+                    add = tile_view(add_ring.next(), P, t.R[c]);
+                    dma_tile(kb, queues, add, hbm_ap(t.chunks[c], 6, *addend), false);
+                }
                 kb.tensor_scalar_ex(tv, hv, AluOp::mul, 0.0f, &bv, AluOp::bypass, 0.0f, nullptr);
                 kb.tensor_tensor(tv, gwv, tv, AluOp::sub);
-                if (rms) kb.tensor_scalar_ex(o, tv, AluOp::mul, 0.0f, &rv, AluOp::bypass, 0.0f, nullptr);
-                else kb.tensor_scalar_ex(o, tv, AluOp::sub, 0.0f, &av, AluOp::mul, 0.0f, &rv);
+                // The gradient rounds to grad_in's dtype once: after the addend's add when there is one.
+                const AccessPattern grad = addend ? tv : o;
+                if (rms) kb.tensor_scalar_ex(grad, tv, AluOp::mul, 0.0f, &rv, AluOp::bypass, 0.0f, nullptr);
+                else kb.tensor_scalar_ex(grad, tv, AluOp::sub, 0.0f, &av, AluOp::mul, 0.0f, &rv);
+                if (addend) kb.tensor_tensor(o, tv, add, AluOp::add);
                 dma_tile(kb, queues, hbm_ap(t.chunks[c], 0, *grad_in), o, true);
             }
         }
@@ -802,6 +813,7 @@ void norm_backward_chunked(KernelBuilder& kb, const std::string& name, bool rms,
         kb.release(tmp);
         kb.release(gw);
         kb.release(xhat);
+        if (addend) add_ring.release(kb);
         if (weight) w_ring.release(kb);
         x_ring.release(kb);
         g_ring.release(kb);
@@ -885,11 +897,13 @@ void norm_backward_chunked(KernelBuilder& kb, const std::string& name, bool rms,
 // sums g * xhat and g over the rows (ones^T @ tile, accumulated in PSUM) for grad_weight and
 // grad_bias. Step k loads tile k+3, finishes tile k (u, grad_in, its store), starts tile k+2
 // (xhat, gw, the grad_bias sums) and runs the middle of tile k+1 (shallower where SBUF is short).
+// An addend (operand 5) is loaded with the tile's other operands and added to gwr, in fp32, by
+// one more split two-input pass just before grad_in = gwr + u.
 // Returns false, emitting nothing, when its buffers do not fit in SBUF.
 bool norm_backward_rows(KernelBuilder& kb, bool rms, const std::vector<RowTile>& tiles, uint32_t D,
                         const TensorDesc* grad_in, const TensorDesc* grad_weight, const TensorDesc* grad_bias,
                         const TensorDesc& grad_out, const TensorDesc& in, const TensorDesc* mean,
-                        const TensorDesc& rstd, const TensorDesc* weight) {
+                        const TensorDesc& rstd, const TensorDesc* weight, const TensorDesc* addend) {
     for (const RowTile& t : tiles)
         if (t.G != 1 || t.chunks.size() != 1) return false;
     const ChipConfig& chip = kb.chip();
@@ -923,6 +937,8 @@ bool norm_backward_rows(KernelBuilder& kb, bool rms, const std::vector<RowTile>&
         uint64_t per_col = fixed + d.g * dtype_size(grad_out.dtype) + d.x * dtype_size(in.dtype) + d.work * 4 +
                            d.tmp * 4 * ((need_t ? 1 : 0) + (need_prod ? 1 : 0));
         if (grad_in) per_col += d.work * 4 + d.out * dtype_size(grad_in->dtype);   // gwr, grad_in
+        // The addend is held from its load to the tile's last stage.
+        if (addend) per_col += (d.load_lead + 1) * dtype_size(addend->dtype);
         return uint64_t(D) * per_col;
     };
     const uint64_t available = sbuf_available(kb);
@@ -944,11 +960,12 @@ bool norm_backward_rows(KernelBuilder& kb, bool rms, const std::vector<RowTile>&
         load_row_broadcast(kb, w_tile, *weight, queues, true);
     }
     TileSlots g(kb, depth->g, D, grad_out.dtype), x(kb, depth->x, D, in.dtype), xhat(kb, depth->work, D, DType::f32);
-    TileSlots gwr, o, t_slots, prod;
+    TileSlots gwr, o, t_slots, prod, add;
     if (grad_in) {
         gwr = TileSlots(kb, depth->work, D, DType::f32);
         o = TileSlots(kb, depth->out, D, grad_in->dtype);
     }
+    if (addend) add = TileSlots(kb, static_cast<int>(depth->load_lead) + 1, D, addend->dtype);
     if (need_t) t_slots = TileSlots(kb, depth->tmp, D, DType::f32);
     if (need_prod) prod = TileSlots(kb, depth->tmp, D, DType::f32);
     // Per row tile: mean, rstd, sum(gwr) then a, rstd * sum(gw * xhat) then b.
@@ -983,7 +1000,7 @@ bool norm_backward_rows(KernelBuilder& kb, bool rms, const std::vector<RowTile>&
     // The u pass: columns [0, scalar_cols) on the ScalarE, the rest on the GpSimdE; the two-input
     // passes split at vector_cols. scalar_cols is the one (in steps of 32) that minimises the
     // busiest engine's estimated time per row tile.
-    const int split_ops = (need_t ? 1 : 0) + (need_prod ? 1 : 0) + (grad_in ? 1 : 0);
+    const int split_ops = (need_t ? 1 : 0) + (need_prod ? 1 : 0) + (grad_in ? 1 : 0) + (addend ? 1 : 0);
     const double scalar_ns =
         grad_in ? 3 * pass_ns(chip.scalar, D, 1, 4) + pass_ns(chip.scalar, 2, 1, 2) : pass_ns(chip.scalar, D, 1, 4);
     const double vector_elem = chip.vector.two_input_cycles_per_elem;
@@ -1018,6 +1035,7 @@ bool norm_backward_rows(KernelBuilder& kb, bool rms, const std::vector<RowTile>&
              dma_tile(kb, queues, tile_view(x[i], t.P, D), hbm_ap(t.chunks[0], 2, in), false, 0);
              if (!rms) dma_tile(kb, queues, stats[i].region(0, t.P, 0, 1), hbm_ap(t.kept, 3, *mean), false);
              dma_tile(kb, queues, stats[i].region(0, t.P, 1, 1), hbm_ap(t.kept, 4, rstd), false);
+             if (addend) dma_tile(kb, queues, tile_view(add[i], t.P, D), hbm_ap(t.chunks[0], 5, *addend), false, 0);
          }},
         {0, [&](size_t i) {   // the ScalarE's columns of u = xhat * b + a, in place
              if (grad_in && scalar_cols > 0) u_pass(i, 0, scalar_cols, Engine::Scalar);
@@ -1052,13 +1070,14 @@ bool norm_backward_rows(KernelBuilder& kb, bool rms, const std::vector<RowTile>&
              const AccessPattern ab = rms ? bv : stats[i].region(0, P, 2, 2);
              kb.tensor_scalar(ab, ab, AluOp::mul, -inv_d, AluOp::bypass, 0.0f, Engine::Scalar);
          }},
-        {0, [&](size_t i) {   // the GpSimdE's columns of u, grad_in = gwr + u
+        {0, [&](size_t i) {   // the GpSimdE's columns of u, grad_in = gwr (+ addend) + u
              if (!grad_in) return;
              const RowTile& t = tiles[i];
              if (scalar_cols < D) u_pass(i, scalar_cols, D - scalar_cols, Engine::GpSimd);
              split_columns(D, vector_cols, [&](uint32_t c0, uint32_t n, Engine e) {
-                 kb.tensor_tensor(o[i].region(0, t.P, c0, n), gwr[i].region(0, t.P, c0, n),
-                                  xhat[i].region(0, t.P, c0, n), AluOp::add, e);
+                 const AccessPattern gv = gwr[i].region(0, t.P, c0, n);
+                 if (addend) kb.tensor_tensor(gv, gv, add[i].region(0, t.P, c0, n), AluOp::add, e);
+                 kb.tensor_tensor(o[i].region(0, t.P, c0, n), gv, xhat[i].region(0, t.P, c0, n), AluOp::add, e);
              });
              dma_tile(kb, queues, hbm_ap(t.chunks[0], 0, *grad_in), tile_view(o[i], t.P, D), true, 0);
          }},
@@ -1067,6 +1086,7 @@ bool norm_backward_rows(KernelBuilder& kb, bool rms, const std::vector<RowTile>&
     stats.release(kb);
     if (need_prod) prod.release(kb);
     if (need_t) t_slots.release(kb);
+    if (addend) add.release(kb);
     if (grad_in) {
         o.release(kb);
         gwr.release(kb);
@@ -1100,15 +1120,22 @@ bool norm_backward_rows(KernelBuilder& kb, bool rms, const std::vector<RowTile>&
 //   layer norm: grad_in = rstd * (gw - mean(gw) - xhat * mean(gw * xhat))
 //   rms norm:   grad_in = rstd * (gw - xhat * mean(gw * xhat))
 //   grad_weight = sum over rows of g * xhat, grad_bias = sum over rows of g.
+// With an addend, grad_in = (the above, in fp32) + addend, rounded once.
 void norm_backward(KernelBuilder& kb, const std::string& name, bool rms, const TensorDesc* grad_in,
                    const TensorDesc* grad_weight, const TensorDesc* grad_bias, const TensorDesc& grad_out,
                    const TensorDesc& in, const TensorDesc* mean, const TensorDesc& rstd, const TensorDesc* weight,
-                   int64_t normalized_ndim) {
+                   const TensorDesc* addend, int64_t normalized_ndim) {
     check_same_shape(name, grad_out, in);
     if (grad_in) check_same_shape(name, *grad_in, in);
+    if (addend) {
+        if (!grad_in) fail(name, "a grad_input addend needs grad_input");
+        check_same_shape(name, *addend, in);
+        if (!dtype_is_float(addend->dtype)) fail(name, "the grad_input addend " + addend->str() + " must be a float");
+    }
     const std::vector<int64_t> dims = last_dims(name, in, normalized_ndim);
     RowSpace rs = row_space(name, in, dims,
-                            {{grad_in, false}, {&grad_out, false}, {&in, false}, {mean, true}, {&rstd, true}});
+                            {{grad_in, false}, {&grad_out, false}, {&in, false}, {mean, true}, {&rstd, true},
+                             {addend, false}});
     for (const TensorDesc* t : {weight, grad_weight, grad_bias})
         if (t && t->numel() != rs.D) fail(name, t->str() + " must have the normalized shape");
     const uint32_t D = static_cast<uint32_t>(rs.D);
@@ -1124,16 +1151,16 @@ void norm_backward(KernelBuilder& kb, const std::string& name, bool rms, const T
     if (rs.nred > kMaxFreeDims) fail(name, "the normalized dims of " + in.str() + " need more than 4 access-pattern dims");
     const uint64_t per_col = dtype_size(grad_out.dtype) * 2 + dtype_size(in.dtype) * 2 + 12 +
                              (grad_in ? dtype_size(grad_in->dtype) : 0) + (weight ? dtype_size(weight->dtype) : 0) +
-                             (grad_weight ? 4 : 0) + (grad_bias ? 4 : 0);
+                             (grad_weight ? 4 : 0) + (grad_bias ? 4 : 0) + (addend ? 2 * dtype_size(addend->dtype) : 0);
     const uint32_t fmax = whole_row_budget(kb.chip(), per_col, rs.D);
     if (fmax == 0) {
-        norm_backward_chunked(kb, name, rms, grad_in, grad_weight, grad_bias, grad_out, in, mean, rstd, weight,
+        norm_backward_chunked(kb, name, rms, grad_in, grad_weight, grad_bias, grad_out, in, mean, rstd, weight, addend,
                               normalized_ndim);
         return;
     }
     // Rows of at least kEngineSplitRow elements go one per partition (see norm_backward_rows).
     if (D >= kEngineSplitRow && norm_backward_rows(kb, rms, plan_rows(rs.space, rs.nred, D), D, grad_in, grad_weight,
-                                                   grad_bias, grad_out, in, mean, rstd, weight))
+                                                   grad_bias, grad_out, in, mean, rstd, weight, addend))
         return;
     const std::vector<RowTile> tiles = plan_rows(rs.space, rs.nred, fmax);
     uint32_t F = 1, G = 1;
@@ -1156,8 +1183,9 @@ void norm_backward(KernelBuilder& kb, const std::string& name, bool rms, const T
     TileRing x_ring(kb, 2, {F}, in.dtype);
     const Tile xhat = kb.alloc_sbuf(kPartitions, {F}, DType::f32), gw = kb.alloc_sbuf(kPartitions, {F}, DType::f32),
                tmp = kb.alloc_sbuf(kPartitions, {F}, DType::f32);
-    TileRing o_ring;
+    TileRing o_ring, add_ring;
     if (grad_in) o_ring = TileRing(kb, 2, {F}, grad_in->dtype);
+    if (addend) add_ring = TileRing(kb, 2, {F}, addend->dtype);
     TileRing m_ring(kb, 2, {G}, DType::f32), r_ring(kb, 2, {G}, DType::f32), a_ring(kb, 2, {G}, DType::f32),
         b_ring(kb, 2, {G}, DType::f32);
     const float inv_d = 1.0f / static_cast<float>(D);
@@ -1172,6 +1200,12 @@ void norm_backward(KernelBuilder& kb, const std::string& name, bool rms, const T
         const AccessPattern mv = tile_view(m, P, Gt), rv = tile_view(r, P, Gt);
         if (!rms) dma_tile(kb, queues, mv, hbm_ap(t.kept, 3, *mean), false);
         dma_tile(kb, queues, rv, hbm_ap(t.kept, 4, rstd), false);
+        AccessPattern add;
+        if (addend) {
+            const Tile& a_tile = add_ring.next();
+            dma_tile(kb, queues, tile_view(a_tile, P, Gt * D), hbm_ap(t.chunks[0], 5, *addend), false);
+            add = chunk_view(a_tile, P, Gt, D);
+        }
         const AccessPattern gv = chunk_view(g, P, Gt, D), xv = chunk_view(x, P, Gt, D);
         const AccessPattern hv = chunk_view(xhat, P, Gt, D), wv = chunk_view(gw, P, Gt, D), tv = chunk_view(tmp, P, Gt, D);
         if (rms) {
@@ -1200,13 +1234,16 @@ void norm_backward(KernelBuilder& kb, const std::string& name, bool rms, const T
             kb.tensor_tensor(tv, tv, group_bcast(a, P, Gt, D), AluOp::sub);
         }
         const AccessPattern o = chunk_view(o_ring.next(), P, Gt, D);
-        kb.tensor_tensor(o, tv, group_bcast(r, P, Gt, D), AluOp::mul);
+        // The gradient rounds to grad_in's dtype once: after the addend's add when there is one.
+        kb.tensor_tensor(addend ? tv : o, tv, group_bcast(r, P, Gt, D), AluOp::mul);
+        if (addend) kb.tensor_tensor(o, tv, add, AluOp::add);
         dma_tile(kb, queues, hbm_ap(t.chunks[0], 0, *grad_in), o, true);
     }
     b_ring.release(kb);
     a_ring.release(kb);
     r_ring.release(kb);
     m_ring.release(kb);
+    if (addend) add_ring.release(kb);
     if (grad_in) o_ring.release(kb);
     kb.release(tmp);
     kb.release(gw);
@@ -1231,9 +1268,9 @@ void layer_norm(KernelBuilder& kb, const TensorDesc& out, const TensorDesc* mean
 void layer_norm_backward(KernelBuilder& kb, const TensorDesc* grad_in, const TensorDesc* grad_weight,
                          const TensorDesc* grad_bias, const TensorDesc& grad_out, const TensorDesc& in,
                          const TensorDesc& mean, const TensorDesc& rstd, const TensorDesc* weight,
-                         int64_t normalized_ndim) {
+                         int64_t normalized_ndim, const TensorDesc* grad_input_addend) {
     norm_backward(kb, "layer_norm_backward", false, grad_in, grad_weight, grad_bias, grad_out, in, &mean, rstd, weight,
-                  normalized_ndim);
+                  grad_input_addend, normalized_ndim);
 }
 
 void rms_norm(KernelBuilder& kb, const TensorDesc& out, const TensorDesc* rstd, const TensorDesc& in,
@@ -1243,9 +1280,9 @@ void rms_norm(KernelBuilder& kb, const TensorDesc& out, const TensorDesc* rstd, 
 
 void rms_norm_backward(KernelBuilder& kb, const TensorDesc* grad_in, const TensorDesc* grad_weight,
                        const TensorDesc& grad_out, const TensorDesc& in, const TensorDesc& rstd,
-                       const TensorDesc* weight, int64_t normalized_ndim) {
+                       const TensorDesc* weight, int64_t normalized_ndim, const TensorDesc* grad_input_addend) {
     norm_backward(kb, "rms_norm_backward", true, grad_in, grad_weight, nullptr, grad_out, in, nullptr, rstd, weight,
-                  normalized_ndim);
+                  grad_input_addend, normalized_ndim);
 }
 
 }  // namespace trnsim::ops
