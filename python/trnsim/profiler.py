@@ -310,7 +310,14 @@ class profile:
                     return f"{parent_path}.{name}" if parent_path else name
             return f"{parent_path}.{type(module).__name__}" if parent_path else type(module).__name__
 
+        # Inside torch.compile the module calls are traced, not run: the compiled graph is one
+        # scope of its own, and the hooks do nothing there (Dynamo would otherwise trace their
+        # bookkeeping as side effects of the model).
+        is_compiling = torch.compiler.is_compiling
+
         def pre_hook(module, args):
+            if is_compiling():
+                return
             path = path_of(module)
             if path:
                 self._module_paths.add(path)
@@ -318,6 +325,8 @@ class profile:
             self._module_stack.append((module, path, scope))
 
         def post_hook(module, args, output):
+            if is_compiling():
+                return
             # Pop this module's entry (and any left open by an exception inside it).
             for i in range(len(self._module_stack) - 1, -1, -1):
                 if self._module_stack[i][0] is module:

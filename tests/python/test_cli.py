@@ -88,6 +88,36 @@ def test_run_profiles_an_unmodified_script(tmp_path):
     assert (out_dir / "report.html").stat().st_size > 1000
 
 
+def test_run_profiles_a_script_that_compiles_its_model(tmp_path):
+    """torch.compile(model, backend="neuron") under `trnsim run`: the compiled forward and backward
+    programs are profiled, their instructions on the engines' tracks."""
+    script = tmp_path / "train.py"
+    script.write_text(textwrap.dedent("""
+        import sys
+        import torch
+        model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.GELU(), torch.nn.Linear(128, 8)).to("neuron")
+        compiled = torch.compile(model, backend="neuron")
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        for step in range(int(sys.argv[1])):
+            x, y = torch.randn(32, 64, device="neuron"), torch.randn(32, 8, device="neuron")
+            loss = ((compiled(x) - y) ** 2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        print("loss", float(loss))
+    """))
+    out_dir = tmp_path / "out"
+    result = run_cli("run", str(script), "2", "--profile", str(out_dir), "--chip", "trn2")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "CompiledFunction" in result.stdout and "CompiledFunctionBackward" in result.stdout
+    trace = json.loads((out_dir / "trace.json").read_text())
+    tracks = {e["args"]["name"] for e in trace["traceEvents"] if e.get("name") == "thread_name"}
+    assert {"Tensor", "Vector", "Scalar"} <= tracks
+    assert any(e.get("cat") == "instruction" for e in trace["traceEvents"])
+    summary = json.loads((out_dir / "summary.json").read_text())
+    assert len(summary["steps"]) == 2
+
+
 def test_run_reports_a_missing_script(tmp_path):
     result = run_cli("run", str(tmp_path / "missing.py"))
     assert result.returncode == 2
