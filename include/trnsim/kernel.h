@@ -46,6 +46,9 @@ public:
     // ---- on-chip memory (first fit; throws IsaError when SBUF/PSUM is full)
     Tile alloc_sbuf(uint32_t partitions, std::vector<uint32_t> free_shape, DType dt);
     Tile alloc_psum(uint32_t partitions, uint32_t free, DType dt = DType::f32);  // within one bank
+    // 'banks' whole consecutive banks of fp32 ([partitions, banks x 512]): matmuls write one bank
+    // each, Vector/Scalar instructions may read across them.
+    Tile alloc_psum_banks(uint32_t partitions, uint32_t banks);
     void release(const Tile& t);
     uint64_t sbuf_bytes_in_use() const;   // per partition, high-water mark in sbuf_peak()
     uint64_t sbuf_peak() const;

@@ -129,6 +129,23 @@ Tile KernelBuilder::alloc_psum(uint32_t partitions, uint32_t free, DType dt) {
     return t;
 }
 
+Tile KernelBuilder::alloc_psum_banks(uint32_t partitions, uint32_t banks) {
+    const uint64_t bank = chip_.psum.bank_bytes();
+    if (banks == 1) return alloc_psum(partitions, static_cast<uint32_t>(bank / 4));
+    Tile t;
+    t.space = MemSpace::PSUM;
+    t.dtype = DType::f32;
+    t.partitions = static_cast<uint16_t>(partitions);
+    t.shape = {static_cast<uint32_t>(banks * bank / 4)};
+    if (partitions == 0 || partitions > chip_.psum.partitions || banks == 0 ||
+        banks * bank > chip_.psum.bytes_per_partition)
+        throw IsaError("alloc_psum_banks: " + std::to_string(banks) + " banks of " + std::to_string(partitions) +
+                       " partitions do not exist");
+    if (!take_block(psum_banks_free_, banks * bank, bank, 0, &t.offset))
+        throw IsaError("alloc_psum_banks: PSUM full in kernel '" + prog_.name + "'");
+    return t;
+}
+
 void KernelBuilder::release(const Tile& t) {
     if (t.space == MemSpace::SBUF) {
         uint64_t size = align_up(std::max<uint64_t>(1, t.bytes_per_partition()), 64);

@@ -116,6 +116,21 @@ TEST(KernelBuilderAlloc, PsumTilesNeverStraddleBanksAndRunOut) {
     EXPECT_THROW(kb.alloc_psum(128, 1024), IsaError);   // larger than a bank
 }
 
+TEST(KernelBuilderAlloc, MultiBankPsumTilesTakeWholeBanks) {
+    ChipConfig c = chip();
+    KernelBuilder kb(c, "psum_banks");
+    const Tile small = kb.alloc_psum(128, 16);
+    const Tile two = kb.alloc_psum_banks(128, 2);   // starts at the next free bank
+    EXPECT_EQ(two.offset, c.psum.bank_bytes());
+    EXPECT_EQ(two.bytes_per_partition(), 2 * c.psum.bank_bytes());
+    // A matmul writes one bank of it; a VectorE read may span both.
+    EXPECT_NO_THROW(kb.tensor_copy(kb.alloc_sbuf(128, {1024}, DType::f32).ap(), two.ap()));
+    EXPECT_THROW(kb.alloc_psum_banks(128, c.psum.banks), IsaError);   // more than is free
+    kb.release(two);
+    kb.release(small);
+    EXPECT_EQ(kb.alloc_psum_banks(128, c.psum.banks).offset, 0u);
+}
+
 TEST(KernelBuilderArgs, RelocatableProgramRunsOnDifferentBuffers) {
     ChipConfig c = chip();
     NeuronCore core(c, ExecMode::Functional, 1 << 22);

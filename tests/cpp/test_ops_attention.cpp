@@ -135,6 +135,8 @@ TEST_P(OpsAttention, FloatMaskBroadcast) { RunCase({2, 2, 130, 140, 16, 24, fals
 // The forward streams blocks across heads and prefetches K/V two heads ahead: heads of one to
 // three blocks exercise the cuts in that stream.
 TEST_P(OpsAttention, ManyHeadsOfFewBlocks) { RunCase({2, 3, 200, 170, 40, 48, false, 0}, GetParam()); }
+// Unmasked 2-byte blocks take 1024 keys across two PSUM banks: a full one and a ragged rest.
+TEST_P(OpsAttention, RaggedNonCausalWideBlocks) { RunCase({1, 2, 200, 1100, 64, 48, false, 0}, GetParam()); }
 TEST_P(OpsAttention, BoolMaskAndCausal) { RunCase({2, 1, 150, 150, 128, 128, true, 2}, GetParam()); }
 
 INSTANTIATE_TEST_SUITE_P(OpsAttentionDtypes, OpsAttention, ::testing::Values(DType::f32, DType::bf16),

@@ -266,17 +266,24 @@ void sdpa_forward(KernelBuilder& kb, const TensorDesc& out, const TensorDesc& ls
         log_l[i] = kb.alloc_sbuf(kRows, {1}, DType::f32);
         lse_t[i] = kb.alloc_sbuf(kRows, {1}, DType::f32);
     }
-    // Per score block, a ring as deep as the pipeline (see the block loop).
+    // Score blocks without masks span two PSUM banks (1024 keys) when P^T is 2-byte (its PSUM
+    // tiles then leave room): the exp, the row max and the softmax rescaling pay their
+    // per-instruction costs once per 1024 keys. Scores of two such blocks are in flight (block
+    // g+2's matmuls follow block g's P^T transposes, which follow its exp), of three one-bank
+    // blocks; everything else per block rotates over a ring as deep as the pipeline.
+    const bool may_mask = mask.t || causal || !(scale > 0.0f);   // blocks scaled into SBUF first
+    const uint32_t banks = may_mask || dtype_size(dt) > 2 ? 1 : 2;
+    const uint32_t block_keys = banks * kScoreCols, chunks = block_keys / kRows;
     constexpr int kRing = 3;
-    constexpr uint32_t kChunks = kScoreCols / kRows;   // 128-column pieces of P, transposed one by one
-    std::array<Tile, kRing> s_sb, p_sb, mx, rowsum, alpha, ps_s, ps_pv;
+    std::vector<Tile> ps_s(banks == 1 ? 3 : 2);
+    for (auto& t : ps_s) t = kb.alloc_psum_banks(kRows, banks);
+    std::array<Tile, kRing> s_sb, p_sb, mx, rowsum, alpha, ps_pv;
     for (int i = 0; i < kRing; ++i) {
-        s_sb[i] = kb.alloc_sbuf(kRows, {kScoreCols}, DType::f32);
-        p_sb[i] = kb.alloc_sbuf(kRows, {kScoreCols}, dt);
+        if (may_mask) s_sb[i] = kb.alloc_sbuf(kRows, {block_keys}, DType::f32);
+        p_sb[i] = kb.alloc_sbuf(kRows, {block_keys}, dt);
         mx[i] = kb.alloc_sbuf(kRows, {1}, DType::f32);
         rowsum[i] = kb.alloc_sbuf(kRows, {1}, DType::f32);
         alpha[i] = kb.alloc_sbuf(kRows, {1}, DType::f32);
-        ps_s[i] = kb.alloc_psum(kRows, kScoreCols);
         ps_pv[i] = kb.alloc_psum(kRows, Dv);
     }
     // The running max of each block's row, kept negated (nm = -m: the exp's bias as it stands);
@@ -286,12 +293,12 @@ void sdpa_forward(KernelBuilder& kb, const TensorDesc& out, const TensorDesc& ls
     for (auto& t : nm_run) t = kb.alloc_sbuf(kRows, {1}, DType::f32);
     // P^T of two blocks (one being transposed, one multiplied), two 128-column chunks per tile
     // side by side: [128 keys, 2 x 128 queries], evacuated from PSUM by one instruction per pair.
-    constexpr uint32_t kPairs = kChunks / 2;
-    std::array<Tile, 2 * kPairs> pt_sb, ps_pt;
+    const uint32_t pairs = chunks / 2;
+    std::vector<Tile> pt_sb(2 * pairs), ps_pt(2 * pairs);
     for (auto& t : pt_sb) t = kb.alloc_sbuf(kRows, {2 * kRows}, dt);
     for (auto& t : ps_pt) t = kb.alloc_psum(kRows, 2 * kRows, dt);
     Tile mask_tile;
-    if (mask.t) mask_tile = kb.alloc_sbuf(kRows, {kScoreCols}, mask.t->dtype == DType::boolean ? DType::u8 : DType::f32);
+    if (mask.t) mask_tile = kb.alloc_sbuf(kRows, {block_keys}, mask.t->dtype == DType::boolean ? DType::u8 : DType::f32);
     std::array<Tile, 2> ps_load;
     for (auto& t : ps_load) t = kb.alloc_psum(kRows, kRows, dt);
     int ps_load_next = 0;
@@ -310,7 +317,7 @@ void sdpa_forward(KernelBuilder& kb, const TensorDesc& out, const TensorDesc& ls
             for (uint32_t q0 = 0; q0 < Sq; q0 += kRows) {
                 const uint32_t nq = std::min(kRows, Sq - q0);
                 const uint32_t k_end = causal ? std::min(Skv, q0 + nq) : Skv;
-                const uint32_t nblocks = std::max(1u, ceil_div(k_end, kScoreCols));
+                const uint32_t nblocks = std::max(1u, ceil_div(k_end, block_keys));
                 for (uint32_t n = 0; n < nblocks; ++n) blocks.push_back({static_cast<uint32_t>(rows.size()), n});
                 rows.push_back({b, h, q0, nq, nblocks});
             }
@@ -348,25 +355,27 @@ void sdpa_forward(KernelBuilder& kb, const TensorDesc& out, const TensorDesc& ls
     //   B: P^T, 128 columns at a time, on the TensorE and out of PSUM;
     //   C: P V, O = O * alpha + P V; after a row's last block, out = O / l and the lse.
     // A row's first block starts l and O instead of rescaling them.
-    auto block_cols = [&](uint32_t n) { return std::min(kScoreCols, Skv - n * kScoreCols); };
+    auto block_cols = [&](uint32_t n) { return std::min(block_keys, Skv - n * block_keys); };
     auto nm_of = [&](size_t g) { return nm_run[g % kNmRing].rows(0, rows[blocks[g].row].nq); };
     auto masked_block = [&](size_t g) {
         const Row& row = rows[blocks[g].row];
-        const uint32_t k0 = blocks[g].n * kScoreCols, nk = block_cols(blocks[g].n);
+        const uint32_t k0 = blocks[g].n * block_keys, nk = block_cols(blocks[g].n);
         return mask.t || (causal && k0 + nk - 1 > row.q0) || !(scale > 0.0f);
     };
     auto stage_s = [&](size_t g) {
         const Row& row = rows[blocks[g].row];
-        const uint32_t n = blocks[g].n, k0 = n * kScoreCols, nk = block_cols(n), nq = row.nq;
+        const uint32_t n = blocks[g].n, k0 = n * block_keys, nk = block_cols(n), nq = row.nq;
         const int bi = static_cast<int>(g % kRing);
-        const AccessPattern sp = ps_s[bi].region(0, nq, 0, nk);
-        kb.matmul(sp, q_t[blocks[g].row % kRowRing].region(0, D, 0, nq), k_t[head_buffer(row)].region(0, D, k0, nk),
-                  false);
+        const AccessPattern sp = ps_s[g % ps_s.size()].region(0, nq, 0, nk);
+        for (uint32_t c0 = 0; c0 < nk; c0 += kScoreCols)   // one matmul per PSUM bank
+            kb.matmul(ps_s[g % ps_s.size()].region(0, nq, c0, std::min(kScoreCols, nk - c0)),
+                      q_t[blocks[g].row % kRowRing].region(0, D, 0, nq),
+                      k_t[head_buffer(row)].region(0, D, k0 + c0, std::min(kScoreCols, nk - c0)), false);
         // Unmasked blocks take the softmax straight from PSUM: the row max of the raw scores
         // (scale > 0 keeps it the max of the scaled ones), then one ScalarE pass
         // exp(scale * s + nm). Masked blocks are scaled into SBUF and masked first.
         const bool masked = masked_block(g);
-        const AccessPattern ss = s_sb[bi].region(0, nq, 0, nk);
+        const AccessPattern ss = masked ? s_sb[bi].region(0, nq, 0, nk) : sp;
         if (masked) {
             kb.activation(ss, sp, ActFunc::identity, scale);
             if (mask.t) apply_mask(kb, dq, mask, mask_tile, row.b, row.h, row.q0, nq, k0, nk, ss);
@@ -391,7 +400,7 @@ void sdpa_forward(KernelBuilder& kb, const TensorDesc& out, const TensorDesc& ls
             kb.activation_ex(ps, s_sb[bi].region(0, nq, 0, nk), ActFunc::exp, 1.0f, nullptr, 0.0f, &nm, ReduceOp::add,
                              &rs);
         else
-            kb.activation_ex(ps, ps_s[bi].region(0, nq, 0, nk), ActFunc::exp, scale, nullptr, 0.0f, &nm, ReduceOp::add,
+            kb.activation_ex(ps, ps_s[g % ps_s.size()].region(0, nq, 0, nk), ActFunc::exp, scale, nullptr, 0.0f, &nm, ReduceOp::add,
                              &rs);
         if (n == 0) return;
         // alpha = exp(m_old - m) = e^(nm - nm_old) on the GpSimd, which has the time;
@@ -402,8 +411,8 @@ void sdpa_forward(KernelBuilder& kb, const TensorDesc& out, const TensorDesc& ls
         kb.tensor_scalar_ex(l, l, AluOp::mul, 0.0f, &al, AluOp::add, 0.0f, &rs, 0, Engine::GpSimd);
     };
     // Chunk c of block g's P^T: [w keys, nq queries] in column (c % 2) * nq of its pair tile.
-    auto pt_chunk = [&](const std::array<Tile, 2 * kPairs>& tiles, size_t g, uint32_t c, uint32_t w, uint32_t nq) {
-        return tiles[(g & 1) * kPairs + c / 2].region(0, w, (c % 2) * nq, nq);
+    auto pt_chunk = [&](const std::vector<Tile>& tiles, size_t g, uint32_t c, uint32_t w, uint32_t nq) {
+        return tiles[(g & 1) * pairs + c / 2].region(0, w, (c % 2) * nq, nq);
     };
     auto stage_b = [&](size_t g) {
         const uint32_t nk = block_cols(blocks[g].n), nq = rows[blocks[g].row].nq;
@@ -414,10 +423,11 @@ void sdpa_forward(KernelBuilder& kb, const TensorDesc& out, const TensorDesc& ls
             const bool both = c0 + 1 < nchunks && width(c0 + 1) == w;
             for (uint32_t c = c0; c < std::min(c0 + 2, nchunks); ++c)
                 kb.transpose(pt_chunk(ps_pt, g, c, width(c), nq), p_sb[g % kRing].region(0, nq, c * kRows, width(c)));
-            // The first pair on ScalarE, the second on VectorE (which also carries the row max).
-            const Engine engine = pair == 0 ? Engine::Scalar : Engine::Vector;
+            // One pair on ScalarE, one on VectorE (which also carries the row max), the pairs of
+            // a two-bank block's second half on GpSimd.
+            const Engine engine = pair == 0 ? Engine::Scalar : pair == 1 ? Engine::Vector : Engine::GpSimd;
             if (both) {
-                const Tile &from = ps_pt[(g & 1) * kPairs + pair], &to = pt_sb[(g & 1) * kPairs + pair];
+                const Tile &from = ps_pt[(g & 1) * pairs + pair], &to = pt_sb[(g & 1) * pairs + pair];
                 kb.tensor_copy(to.region(0, w, 0, 2 * nq), from.region(0, w, 0, 2 * nq), engine);
             } else {
                 for (uint32_t c = c0; c < std::min(c0 + 2, nchunks); ++c)
@@ -426,7 +436,7 @@ void sdpa_forward(KernelBuilder& kb, const TensorDesc& out, const TensorDesc& ls
         }
     };
     auto stage_c = [&](size_t g) {
-        const uint32_t r = blocks[g].row, n = blocks[g].n, k0 = n * kScoreCols, nk = block_cols(n);
+        const uint32_t r = blocks[g].row, n = blocks[g].n, k0 = n * block_keys, nk = block_cols(n);
         const Row& row = rows[r];
         const uint32_t nq = row.nq;
         const int bi = static_cast<int>(g % kRing);
