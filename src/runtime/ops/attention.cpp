@@ -593,7 +593,7 @@ void sdpa_backward(KernelBuilder& kb, const TensorDesc& dq, const TensorDesc& dk
 
     auto rows_of = [&](uint32_t i) { return std::min(kRows, Sq - i * kRows); };
     auto kv_rows_of = [&](uint32_t j) { return std::min(kRows, Skv - j * kRows); };
-    std::vector<char> q_tile_ready(nqt), dq_started(nqt);
+    std::vector<char> q_tile_ready(nqt), dq_started(nqt), dq_stored(nqt);
     for (int64_t b = 0; b < s.B; ++b)
         for (int64_t h = 0; h < s.H; ++h) {
             // The head's operands are loaded in the order the blocks use them: the first key
@@ -629,6 +629,15 @@ void sdpa_backward(KernelBuilder& kb, const TensorDesc& dq, const TensorDesc& dk
             for (uint32_t j = group; j < first_block_tiles; ++j) load_kv_tile(j, 0);
             std::fill(q_tile_ready.begin(), q_tile_ready.end(), 0);
             std::fill(dq_started.begin(), dq_started.end(), 0);
+            std::fill(dq_stored.begin(), dq_stored.end(), 0);
+            auto store_dq = [&](uint32_t i) {
+                const uint32_t q0 = i * kRows, nq = rows_of(i);
+                const AccessPattern o = dq_out[i & 1].region(0, nq, 0, D), acc = dq_acc.region(0, nq, i * D, D);
+                if (!dq_started[i]) kb.memset(acc, 0.0f, Engine::GpSimd);   // no key reaches it
+                kb.tensor_copy(o, acc, (i & 1) ? Engine::GpSimd : Engine::Vector);
+                kb.dma_copy(dQ.rows(b, h, q0, nq), o, dmaq.store());
+                dq_stored[i] = 1;
+            };
             // q tile i: q^T and dO^T (without DMA transposes), -lse and -scale * Di =
             // -scale * rowsum(dO * O).
             auto prepare_q_tile = [&](uint32_t i) {
@@ -652,142 +661,52 @@ void sdpa_backward(KernelBuilder& kb, const TensorDesc& dq, const TensorDesc& dk
                 const uint32_t block_end = std::min(nkt, kb0 + block_tiles);
                 if (kb0 > 0)
                     for (uint32_t j = kb0; j < block_end; ++j) load_kv_tile(j, kb0);
+                // The key groups of this key block. Their blocks (one q tile against one group)
+                // form one stream, so the pipeline does not drain between groups: a group's dK
+                // and dV leave PSUM after its last block's B stage, while the next group's first
+                // blocks are already in flight.
+                struct Group {
+                    uint32_t j0, k0, nkg, ng, lk0;
+                    std::vector<uint32_t> tiles;                 // q tiles that attend to some key of it
+                    std::array<size_t, kMaxGroup> first_block{};   // per kv tile: the first block seeing it
+                    uint32_t keys_of(uint32_t c) const { return std::min(kRows, nkg - c * kRows); }
+                };
+                struct Item {
+                    uint32_t group;
+                    size_t n;   // block n of the group: q tile tiles[n]
+                };
+                std::vector<Group> groups;
+                std::vector<Item> stream;
                 for (uint32_t j0 = kb0; j0 < block_end; j0 += group) {
-                    const uint32_t k0 = j0 * kRows, nkg = std::min(cols, std::min(Skv, block_end * kRows) - k0);
-                    const uint32_t ng = ceil_div(nkg, kRows);   // kv tiles in the group
-                    const uint32_t lk0 = (j0 - kb0) * kRows;    // the group's first key in the block's slots
-                    auto keys_of = [&](uint32_t c) { return std::min(kRows, nkg - c * kRows); };
-                    if (!dma_t)
-                        for (uint32_t c = 0; c < ng; ++c) {
-                            const uint32_t slot = j0 - kb0 + c, nk = keys_of(c);
-                            transpose_into(kb, k_t, slot * kRows, tile_rows(k_nat, slot, nk, D), nk, D,
-                                           ps_load[ps_load_next ^= 1], evac);
-                            transpose_into(kb, v_t, slot * kRows, tile_rows(v_nat, slot, nk, Dv), nk, Dv,
-                                           ps_load[ps_load_next ^= 1], evac);
-                        }
-                    std::vector<uint32_t> tiles;   // q tiles that attend to some key of the group
+                    Group gr;
+                    gr.j0 = j0;
+                    gr.k0 = j0 * kRows;
+                    gr.nkg = std::min(cols, std::min(Skv, block_end * kRows) - gr.k0);
+                    gr.ng = ceil_div(gr.nkg, kRows);
+                    gr.lk0 = (j0 - kb0) * kRows;   // the group's first key in the block's slots
                     for (uint32_t i = 0; i < nqt; ++i)
-                        if (!(causal && k0 > i * kRows + rows_of(i) - 1)) tiles.push_back(i);
+                        if (!(causal && gr.k0 > i * kRows + rows_of(i) - 1)) gr.tiles.push_back(i);
                     // dV and dK of kv tile c accumulate over the q tiles that attend to it (causal:
                     // a suffix of 'tiles').
-                    std::array<size_t, kMaxGroup> first_block{};
-                    for (uint32_t c = 0; c < ng; ++c) {
-                        first_block[c] = tiles.size();
-                        for (size_t n = 0; n < tiles.size(); ++n)
-                            if (!(causal && k0 + c * kRows > tiles[n] * kRows + rows_of(tiles[n]) - 1)) {
-                                first_block[c] = n;
+                    for (uint32_t c = 0; c < gr.ng; ++c) {
+                        gr.first_block[c] = gr.tiles.size();
+                        for (size_t n = 0; n < gr.tiles.size(); ++n)
+                            if (!(causal && gr.k0 + c * kRows > gr.tiles[n] * kRows + rows_of(gr.tiles[n]) - 1)) {
+                                gr.first_block[c] = n;
                                 break;
                             }
                     }
-                    // Per block n (q tile tiles[n]), five stages issued as M(n+1), E(n), D(n), B(n-1),
-                    // C(n-2), so that each engine's in-order queue holds work whose inputs are there:
-                    //   M: S = Q K^T and dP = dO V^T over the key group (TensorE);
-                    //   E: P = exp(scale * S - lse) in the operands' dtype and dS' = scale * (dP - Di) in
-                    //      fp32, out of PSUM (ScalarE);
-                    //   D: dS = P * dS' (GpSimdE and VectorE);
-                    //   B: per kv tile, dV += P^T dO, dK += dS^T Q, and dS^T on the TensorE, out of PSUM;
-                    //   C: dQ = sum over the group's kv tiles of dS K, added to the SBUF accumulator.
-                    auto stage_m = [&](size_t n) {
-                        const uint32_t i = tiles[n], q0 = i * kRows, nq = rows_of(i);
-                        const int r = static_cast<int>(n % 2);
-                        prepare_q_tile(i);
-                        kb.matmul(ps_s[r].region(0, nq, 0, nkg), q_t.region(0, D, q0, nq), k_t.region(0, D, lk0, nkg), false);
-                        kb.matmul(ps_dp[r].region(0, nq, 0, nkg), do_t.region(0, Dv, q0, nq), v_t.region(0, Dv, lk0, nkg),
-                                  false);
-                    };
-                    auto stage_e = [&](size_t n) {
-                        const uint32_t i = tiles[n], q0 = i * kRows, nq = rows_of(i);
-                        const int r = static_cast<int>(n % 2), ri = static_cast<int>(n % kRing);
-                        const AccessPattern sp = ps_s[r].region(0, nq, 0, nkg), pf = p_sb[ri].region(0, nq, 0, nkg);
-                        const AccessPattern nl = neg_lse.region(0, nq, i, 1), ndi = di.region(0, nq, i, 1);
-                        if (mask.t) {
-                            const AccessPattern ss = s_sb[ri].region(0, nq, 0, nkg);
-                            kb.activation(ss, sp, ActFunc::identity, scale);
-                            apply_mask(kb, dmaq, mask, mask_tile, b, h, q0, nq, k0, nkg, ss);
-                            kb.activation_ex(pf, ss, ActFunc::exp, 1.0f, nullptr, 0.0f, &nl);
-                        } else {
-                            kb.activation_ex(pf, sp, ActFunc::exp, scale, nullptr, 0.0f, &nl);
-                        }
-                        if (causal && k0 + nkg - 1 > q0) causal_mask(kb, pf, q0, k0, 0.0f);
-                        kb.activation_ex(ds_f32[ri].region(0, nq, 0, nkg), ps_dp[r].region(0, nq, 0, nkg),
-                                         ActFunc::identity, scale, nullptr, 0.0f, &ndi);
-                    };
-                    auto p_for_matmul = [&](size_t n, uint32_t c) {
-                        return p_sb[n % kRing].region(0, rows_of(tiles[n]), c * kRows, keys_of(c));
-                    };
-                    auto stage_d = [&](size_t n) {
-                        // dS = P * dS', three quarters of the columns on GpSimdE, the rest on VectorE.
-                        const uint32_t nq = rows_of(tiles[n]), split = std::max(1u, nkg * 3 / 4);
-                        const int ri = static_cast<int>(n % kRing);
-                        const Tile &pt = p_sb[ri], &dsf = ds_f32[ri], &dsm = ds_mm[ri];
-                        kb.tensor_tensor(dsm.region(0, nq, 0, split), dsf.region(0, nq, 0, split), pt.region(0, nq, 0, split),
-                                         AluOp::mul, Engine::GpSimd);
-                        if (split < nkg)
-                            kb.tensor_tensor(dsm.region(0, nq, split, nkg - split), dsf.region(0, nq, split, nkg - split),
-                                             pt.region(0, nq, split, nkg - split), AluOp::mul, Engine::Vector);
-                    };
-                    auto stage_b = [&](size_t n) {
-                        const uint32_t i = tiles[n], nq = rows_of(i);
-                        const int ri = static_cast<int>(n % kRing);
-                        // dS^T of kv tiles c and c + 1 goes to one PSUM tile and, for full q tiles of
-                        // the same key count, leaves it with one copy.
-                        const Tile* ps = nullptr;
-                        bool pending = false;   // tile c - 1's dS^T waits in ps for its pair's copy
-                        for (uint32_t c = 0; c < ng; ++c) {
-                            if (n < first_block[c]) continue;   // causal: no query of this tile sees these keys
-                            const uint32_t nk = keys_of(c);
-                            const AccessPattern dsm = ds_mm[ri].region(0, nq, c * kRows, nk);
-                            const bool acc = n > first_block[c];
-                            kb.matmul(ps_dv.region(0, nk, c * Dv, Dv), p_for_matmul(n, c), tile_rows(do_nat, i, nq, Dv), acc);
-                            kb.matmul(ps_dk.region(0, nk, c * D, D), dsm, tile_rows(q_nat, i, nq, D), acc);
-                            const uint32_t half = c % 2;
-                            if (half == 0) ps = &ps_dst[dst_next ^= 1];
-                            kb.transpose(ps->region(0, nk, half * kRows, nq), dsm);
-                            if (pending) {
-                                kb.tensor_copy(dst_sb[ri].region(0, nk, (c - 1) * kRows, 2 * kRows), ps->region(0, nk, 0, 2 * kRows),
-                                               Engine::Vector);
-                                pending = false;
-                            } else if (half == 0 && nq == kRows && c + 1 < ng && n >= first_block[c + 1] &&
-                                       keys_of(c + 1) == nk) {
-                                pending = true;
-                            } else {
-                                kb.tensor_copy(dst_sb[ri].region(0, nk, c * kRows, nq), ps->region(0, nk, half * kRows, nq),
-                                               Engine::Vector);
-                            }
-                        }
-                    };
-                    auto stage_c = [&](size_t n) {
-                        const uint32_t i = tiles[n], nq = rows_of(i);
-                        const int ri = static_cast<int>(n % kRing);
-                        const AccessPattern dqp = ps_dq[n % 2].region(0, nq, 0, D);
-                        bool started = false;
-                        for (uint32_t c = 0; c < ng; ++c) {
-                            if (n < first_block[c]) continue;
-                            const uint32_t nk = keys_of(c);
-                            kb.matmul(dqp, dst_sb[ri].region(0, nk, c * kRows, nq), tile_rows(k_nat, j0 - kb0 + c, nk, D), started);
-                            started = true;
-                        }
-                        const AccessPattern acc = dq_acc.region(0, nq, i * D, D);
-                        if (dq_started[i]) kb.tensor_tensor(acc, acc, dqp, AluOp::add);
-                        else kb.tensor_copy(acc, dqp);
-                        dq_started[i] = 1;
-                    };
-                    const size_t nblocks = tiles.size();
-                    if (nblocks) stage_m(0);
-                    for (size_t n = 0; n < nblocks + 2; ++n) {
-                        if (n + 1 < nblocks) stage_m(n + 1);
-                        if (n < nblocks) {
-                            stage_e(n);
-                            stage_d(n);
-                        }
-                        if (n >= 1 && n <= nblocks) stage_b(n - 1);
-                        if (n >= 2) stage_c(n - 2);
-                    }
-                    for (uint32_t c = 0; c < ng; ++c) {
-                        const uint32_t kc = k0 + c * kRows, nk = keys_of(c);
+                    for (size_t n = 0; n < gr.tiles.size(); ++n)
+                        stream.push_back({static_cast<uint32_t>(groups.size()), n});
+                    groups.push_back(std::move(gr));
+                }
+                // dK and dV of a group: out of PSUM (zero for keys no query sees) and stored.
+                auto finish_group = [&](const Group& gr) {
+                    for (uint32_t c = 0; c < gr.ng; ++c) {
+                        const uint32_t kc = gr.k0 + c * kRows, nk = gr.keys_of(c);
                         const int ob = static_cast<int>(c & 1);
                         const AccessPattern dko = dk_out[ob].region(0, nk, 0, D), dvo = dv_out[ob].region(0, nk, 0, Dv);
-                        if (first_block[c] >= nblocks) {   // no query attends to these keys
+                        if (gr.first_block[c] >= gr.tiles.size()) {
                             kb.memset(dko, 0.0f);
                             kb.memset(dvo, 0.0f);
                         } else {
@@ -797,15 +716,138 @@ void sdpa_backward(KernelBuilder& kb, const TensorDesc& dq, const TensorDesc& dk
                         kb.dma_copy(dK.rows(b, h, kc, nk), dko, dmaq.store());
                         kb.dma_copy(dV.rows(b, h, kc, nk), dvo, dmaq.store());
                     }
+                };
+                for (const Group& gr : groups)
+                    if (gr.tiles.empty()) finish_group(gr);
+                // The last group each q tile is in: dQ leaves after it, while later blocks run.
+                std::vector<uint32_t> last_group(nqt, UINT32_MAX);
+                for (uint32_t k = 0; k < groups.size(); ++k)
+                    for (uint32_t i : groups[k].tiles) last_group[i] = k;
+                // Per block g of the stream, five stages issued as M(g+1), E(g), D(g), B(g-1),
+                // C(g-2), so that each engine's in-order queue holds work whose inputs are there:
+                //   M: S = Q K^T and dP = dO V^T over the key group (TensorE);
+                //   E: P = exp(scale * S - lse) in the operands' dtype and dS' = scale * (dP - Di) in
+                //      fp32, out of PSUM (ScalarE);
+                //   D: dS = P * dS' (GpSimdE and VectorE);
+                //   B: per kv tile, dV += P^T dO, dK += dS^T Q, and dS^T on the TensorE, out of PSUM;
+                //   C: dQ = sum over the group's kv tiles of dS K, added to the SBUF accumulator.
+                auto stage_m = [&](size_t g) {
+                    const Group& gr = groups[stream[g].group];
+                    const size_t n = stream[g].n;
+                    const uint32_t i = gr.tiles[n], q0 = i * kRows, nq = rows_of(i);
+                    const int r = static_cast<int>(g % 2);
+                    if (n == 0 && !dma_t)   // the group's k^T and v^T
+                        for (uint32_t c = 0; c < gr.ng; ++c) {
+                            const uint32_t slot = gr.j0 - kb0 + c, nk = gr.keys_of(c);
+                            transpose_into(kb, k_t, slot * kRows, tile_rows(k_nat, slot, nk, D), nk, D,
+                                           ps_load[ps_load_next ^= 1], evac);
+                            transpose_into(kb, v_t, slot * kRows, tile_rows(v_nat, slot, nk, Dv), nk, Dv,
+                                           ps_load[ps_load_next ^= 1], evac);
+                        }
+                    prepare_q_tile(i);
+                    kb.matmul(ps_s[r].region(0, nq, 0, gr.nkg), q_t.region(0, D, q0, nq), k_t.region(0, D, gr.lk0, gr.nkg),
+                              false);
+                    kb.matmul(ps_dp[r].region(0, nq, 0, gr.nkg), do_t.region(0, Dv, q0, nq),
+                              v_t.region(0, Dv, gr.lk0, gr.nkg), false);
+                };
+                auto stage_e = [&](size_t g) {
+                    const Group& gr = groups[stream[g].group];
+                    const uint32_t i = gr.tiles[stream[g].n], q0 = i * kRows, nq = rows_of(i), nkg = gr.nkg, k0 = gr.k0;
+                    const int r = static_cast<int>(g % 2), ri = static_cast<int>(g % kRing);
+                    const AccessPattern sp = ps_s[r].region(0, nq, 0, nkg), pf = p_sb[ri].region(0, nq, 0, nkg);
+                    const AccessPattern nl = neg_lse.region(0, nq, i, 1), ndi = di.region(0, nq, i, 1);
+                    if (mask.t) {
+                        const AccessPattern ss = s_sb[ri].region(0, nq, 0, nkg);
+                        kb.activation(ss, sp, ActFunc::identity, scale);
+                        apply_mask(kb, dmaq, mask, mask_tile, b, h, q0, nq, k0, nkg, ss);
+                        kb.activation_ex(pf, ss, ActFunc::exp, 1.0f, nullptr, 0.0f, &nl);
+                    } else {
+                        kb.activation_ex(pf, sp, ActFunc::exp, scale, nullptr, 0.0f, &nl);
+                    }
+                    if (causal && k0 + nkg - 1 > q0) causal_mask(kb, pf, q0, k0, 0.0f);
+                    kb.activation_ex(ds_f32[ri].region(0, nq, 0, nkg), ps_dp[r].region(0, nq, 0, nkg), ActFunc::identity,
+                                     scale, nullptr, 0.0f, &ndi);
+                };
+                auto stage_d = [&](size_t g) {
+                    // dS = P * dS', three quarters of the columns on GpSimdE, the rest on VectorE.
+                    const Group& gr = groups[stream[g].group];
+                    const uint32_t nq = rows_of(gr.tiles[stream[g].n]), nkg = gr.nkg, split = std::max(1u, nkg * 3 / 4);
+                    const int ri = static_cast<int>(g % kRing);
+                    const Tile &pt = p_sb[ri], &dsf = ds_f32[ri], &dsm = ds_mm[ri];
+                    kb.tensor_tensor(dsm.region(0, nq, 0, split), dsf.region(0, nq, 0, split), pt.region(0, nq, 0, split),
+                                     AluOp::mul, Engine::GpSimd);
+                    if (split < nkg)
+                        kb.tensor_tensor(dsm.region(0, nq, split, nkg - split), dsf.region(0, nq, split, nkg - split),
+                                         pt.region(0, nq, split, nkg - split), AluOp::mul, Engine::Vector);
+                };
+                auto stage_b = [&](size_t g) {
+                    const Group& gr = groups[stream[g].group];
+                    const size_t n = stream[g].n;
+                    const uint32_t i = gr.tiles[n], nq = rows_of(i);
+                    const int ri = static_cast<int>(g % kRing);
+                    // dS^T of kv tiles c and c + 1 goes to one PSUM tile and, for full q tiles of
+                    // the same key count, leaves it with one copy.
+                    const Tile* ps = nullptr;
+                    bool pending = false;   // tile c - 1's dS^T waits in ps for its pair's copy
+                    for (uint32_t c = 0; c < gr.ng; ++c) {
+                        if (n < gr.first_block[c]) continue;   // causal: no query of this tile sees these keys
+                        const uint32_t nk = gr.keys_of(c);
+                        const AccessPattern dsm = ds_mm[ri].region(0, nq, c * kRows, nk);
+                        const bool acc = n > gr.first_block[c];
+                        kb.matmul(ps_dv.region(0, nk, c * Dv, Dv), p_sb[ri].region(0, nq, c * kRows, nk),
+                                  tile_rows(do_nat, i, nq, Dv), acc);
+                        kb.matmul(ps_dk.region(0, nk, c * D, D), dsm, tile_rows(q_nat, i, nq, D), acc);
+                        const uint32_t half = c % 2;
+                        if (half == 0) ps = &ps_dst[dst_next ^= 1];
+                        kb.transpose(ps->region(0, nk, half * kRows, nq), dsm);
+                        if (pending) {
+                            kb.tensor_copy(dst_sb[ri].region(0, nk, (c - 1) * kRows, 2 * kRows),
+                                           ps->region(0, nk, 0, 2 * kRows), Engine::Vector);
+                            pending = false;
+                        } else if (half == 0 && nq == kRows && c + 1 < gr.ng && n >= gr.first_block[c + 1] &&
+                                   gr.keys_of(c + 1) == nk) {
+                            pending = true;
+                        } else {
+                            kb.tensor_copy(dst_sb[ri].region(0, nk, c * kRows, nq), ps->region(0, nk, half * kRows, nq),
+                                           Engine::Vector);
+                        }
+                    }
+                    if (n + 1 == gr.tiles.size()) finish_group(gr);
+                };
+                auto stage_c = [&](size_t g) {
+                    const Group& gr = groups[stream[g].group];
+                    const size_t n = stream[g].n;
+                    const uint32_t i = gr.tiles[n], nq = rows_of(i);
+                    const int ri = static_cast<int>(g % kRing);
+                    const AccessPattern dqp = ps_dq[g % 2].region(0, nq, 0, D);
+                    bool started = false;
+                    for (uint32_t c = 0; c < gr.ng; ++c) {
+                        if (n < gr.first_block[c]) continue;
+                        const uint32_t nk = gr.keys_of(c);
+                        kb.matmul(dqp, dst_sb[ri].region(0, nk, c * kRows, nq), tile_rows(k_nat, gr.j0 - kb0 + c, nk, D),
+                                  started);
+                        started = true;
+                    }
+                    const AccessPattern acc = dq_acc.region(0, nq, i * D, D);
+                    if (dq_started[i]) kb.tensor_tensor(acc, acc, dqp, AluOp::add);
+                    else kb.tensor_copy(acc, dqp);
+                    dq_started[i] = 1;
+                    if (block_end == nkt && stream[g].group == last_group[i]) store_dq(i);   // its last contribution
+                };
+                const size_t nb = stream.size();
+                if (nb) stage_m(0);
+                for (size_t g = 0; g < nb + 2; ++g) {
+                    if (g + 1 < nb) stage_m(g + 1);
+                    if (g < nb) {
+                        stage_e(g);
+                        stage_d(g);
+                    }
+                    if (g >= 1 && g <= nb) stage_b(g - 1);
+                    if (g >= 2) stage_c(g - 2);
                 }
             }
-            for (uint32_t i = 0; i < nqt; ++i) {
-                const uint32_t q0 = i * kRows, nq = std::min(kRows, Sq - q0);
-                const AccessPattern o = dq_out[i & 1].region(0, nq, 0, D);
-                if (!dq_started[i]) kb.memset(dq_acc.region(0, nq, i * D, D), 0.0f, Engine::GpSimd);   // no keys
-                kb.tensor_copy(o, dq_acc.region(0, nq, i * D, D), (i & 1) ? Engine::GpSimd : Engine::Vector);
-                kb.dma_copy(dQ.rows(b, h, q0, nq), o, dmaq.store());
-            }
+            for (uint32_t i = 0; i < nqt; ++i)
+                if (!dq_stored[i]) store_dq(i);
         }
 }
 
