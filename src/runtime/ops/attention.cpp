@@ -250,9 +250,9 @@ void sdpa_forward(KernelBuilder& kb, const TensorDesc& out, const TensorDesc& ls
         v_nat[i] = kb.alloc_sbuf(kRows, {nkt * Dv}, dt);
     }
     // The blocks of all rows (one q tile of one head) form one stream, so the pipeline below
-    // never drains between rows: up to four rows are in flight, each with its own Q^T, O
+    // never drains between rows: up to five rows are in flight, each with its own Q^T, O
     // accumulator and row sum.
-    constexpr int kRowRing = 4;
+    constexpr int kRowRing = 5;
     std::array<Tile, kRowRing> q_rows, q_t, o_acc, l_run;
     for (int i = 0; i < kRowRing; ++i) {
         if (!dma_t) q_rows[i] = kb.alloc_sbuf(kRows, {D}, dt);
@@ -268,14 +268,14 @@ void sdpa_forward(KernelBuilder& kb, const TensorDesc& out, const TensorDesc& ls
     }
     // Score blocks without masks span two PSUM banks (1024 keys) when P^T is 2-byte (its PSUM
     // tiles then leave room): the exp, the row max and the softmax rescaling pay their
-    // per-instruction costs once per 1024 keys. Scores of two such blocks are in flight (block
-    // g+2's matmuls follow block g's P^T transposes, which follow its exp), of three one-bank
-    // blocks; everything else per block rotates over a ring as deep as the pipeline.
+    // per-instruction costs once per 1024 keys. The scores of three blocks are in flight (see
+    // the block loop); everything else per block rotates over a ring as deep as the pipeline.
     const bool may_mask = mask.t || causal || !(scale > 0.0f);   // blocks scaled into SBUF first
     const uint32_t banks = may_mask || dtype_size(dt) > 2 ? 1 : 2;
     const uint32_t block_keys = banks * kScoreCols, chunks = block_keys / kRows;
     constexpr int kRing = 3;
-    std::vector<Tile> ps_s(banks == 1 ? 3 : 2);
+    constexpr size_t kLookahead = 2;   // the S stage runs this many blocks ahead of the E stage
+    std::vector<Tile> ps_s(kLookahead + 1);
     for (auto& t : ps_s) t = kb.alloc_psum_banks(kRows, banks);
     std::array<Tile, kRing> s_sb, p_sb, mx, rowsum, alpha, ps_pv;
     for (int i = 0; i < kRing; ++i) {
@@ -287,14 +287,16 @@ void sdpa_forward(KernelBuilder& kb, const TensorDesc& out, const TensorDesc& ls
         ps_pv[i] = kb.alloc_psum(kRows, Dv);
     }
     // The running max of each block's row, kept negated (nm = -m: the exp's bias as it stands);
-    // blocks g-2 .. g+1 are in flight.
+    // blocks g-2 .. g+2 are in flight.
     constexpr int kNmRing = kRing + 2;
     std::array<Tile, kNmRing> nm_run;
     for (auto& t : nm_run) t = kb.alloc_sbuf(kRows, {1}, DType::f32);
     // P^T of two blocks (one being transposed, one multiplied), two 128-column chunks per tile
     // side by side: [128 keys, 2 x 128 queries], evacuated from PSUM by one instruction per pair.
+    // Two-bank scores leave PSUM for one block's P^T tiles only.
     const uint32_t pairs = chunks / 2;
-    std::vector<Tile> pt_sb(2 * pairs), ps_pt(2 * pairs);
+    const uint32_t pt_sets = banks == 2 ? 1 : 2;
+    std::vector<Tile> pt_sb(2 * pairs), ps_pt(pt_sets * pairs);
     for (auto& t : pt_sb) t = kb.alloc_sbuf(kRows, {2 * kRows}, dt);
     for (auto& t : ps_pt) t = kb.alloc_psum(kRows, 2 * kRows, dt);
     Tile mask_tile;
@@ -348,7 +350,7 @@ void sdpa_forward(KernelBuilder& kb, const TensorDesc& out, const TensorDesc& ls
         }
     };
 
-    // Per score block g, four stages issued as S(g+1), E(g), B(g-1), C(g-2), so that each
+    // Per score block g, four stages issued as S(g+2), E(g), B(g-1), C(g-2), so that each
     // engine's in-order queue holds work whose inputs are already there:
     //   S: scores = Q K^T, the row max, nm(g) = min(nm(g-1), -scale * max);
     //   E: P = exp(scale * scores + nm) with its row sum, alpha, l = l * alpha + rowsum;
@@ -412,7 +414,7 @@ void sdpa_forward(KernelBuilder& kb, const TensorDesc& out, const TensorDesc& ls
     };
     // Chunk c of block g's P^T: [w keys, nq queries] in column (c % 2) * nq of its pair tile.
     auto pt_chunk = [&](const std::vector<Tile>& tiles, size_t g, uint32_t c, uint32_t w, uint32_t nq) {
-        return tiles[(g & 1) * pairs + c / 2].region(0, w, (c % 2) * nq, nq);
+        return tiles[(g % (tiles.size() / pairs)) * pairs + c / 2].region(0, w, (c % 2) * nq, nq);
     };
     auto stage_b = [&](size_t g) {
         const uint32_t nk = block_cols(blocks[g].n), nq = rows[blocks[g].row].nq;
@@ -427,7 +429,7 @@ void sdpa_forward(KernelBuilder& kb, const TensorDesc& out, const TensorDesc& ls
             // a two-bank block's second half on GpSimd.
             const Engine engine = pair == 0 ? Engine::Scalar : pair == 1 ? Engine::Vector : Engine::GpSimd;
             if (both) {
-                const Tile &from = ps_pt[(g & 1) * pairs + pair], &to = pt_sb[(g & 1) * pairs + pair];
+                const Tile &from = ps_pt[(g % pt_sets) * pairs + pair], &to = pt_sb[(g & 1) * pairs + pair];
                 kb.tensor_copy(to.region(0, w, 0, 2 * nq), from.region(0, w, 0, 2 * nq), engine);
             } else {
                 for (uint32_t c = c0; c < std::min(c0 + 2, nchunks); ++c)
@@ -472,24 +474,27 @@ void sdpa_forward(KernelBuilder& kb, const TensorDesc& out, const TensorDesc& ls
     if (s.B * s.H > 1) load_head(s.H > 1 ? 0 : 1, s.H > 1 ? 1 : 0);
     // Head h+2 is loaded after head h's last C stage, and its first S stage must come after
     // that: the stream is cut (the pipeline drains) before a head whose predecessor has fewer
-    // than three blocks.
+    // than kLookahead + 2 blocks.
     auto head_of = [&](size_t g) { return rows[blocks[g].row].b * s.H + rows[blocks[g].row].h; };
     std::vector<uint32_t> head_blocks(static_cast<size_t>(s.B * s.H), 0);
     for (const Block& blk : blocks) ++head_blocks[static_cast<size_t>(rows[blk.row].b * s.H + rows[blk.row].h)];
     auto cut_before = [&](size_t g) {
         const int64_t head = head_of(g);
-        return blocks[g].n == 0 && rows[blocks[g].row].q0 == 0 && head >= 2 && head_blocks[head - 1] < 3;
+        return blocks[g].n == 0 && rows[blocks[g].row].q0 == 0 && head >= 2 &&
+               head_blocks[head - 1] < kLookahead + 2;
     };
     const size_t nb = blocks.size();
     for (size_t g0 = 0; g0 < nb;) {
         size_t g1 = g0 + 1;
         while (g1 < nb && !cut_before(g1)) ++g1;
-        start_row(blocks[g0].row);
-        stage_s(g0);
+        for (size_t g = g0; g < std::min(g1, g0 + kLookahead); ++g) {
+            if (g == g0 || blocks[g].n == 0) start_row(blocks[g].row);
+            stage_s(g);
+        }
         for (size_t g = g0; g < g1 + 2; ++g) {
-            if (g + 1 < g1) {
-                if (blocks[g + 1].n == 0) start_row(blocks[g + 1].row);
-                stage_s(g + 1);
+            if (g + kLookahead < g1) {
+                if (blocks[g + kLookahead].n == 0) start_row(blocks[g + kLookahead].row);
+                stage_s(g + kLookahead);
             }
             if (g < g1) stage_e(g);
             if (g >= g0 + 1 && g <= g1) stage_b(g - 1);
