@@ -132,6 +132,20 @@ std::vector<RowBlock> row_blocks(const std::vector<Dim>& rows, uint32_t gmax) {
     return out;
 }
 
+// Loads columns [c0, c0 + Cc) of row block b (of the outer box 'outer') into x as [P, G, Cc].
+void load_row_block(KernelBuilder& kb, DmaQueues& queues, const Tile& x, const TensorDesc& in, const Box& outer,
+                    const RowBlock& b, int64_t c0, uint32_t Cc) {
+    Box box;
+    box.offset = outer.offset;
+    box.offset[1] += b.offset + c0;
+    Dim pd, gd, cd;
+    pd.size = b.P, pd.stride[1] = b.pstride;
+    gd.size = b.G, gd.stride[1] = b.gstride;
+    cd.size = Cc, cd.stride[1] = 1;
+    box.dims = {pd, gd, cd};
+    dma_tile(kb, queues, tile_view(x, b.P, b.G * Cc), hbm_ap(box, 1, in), false);
+}
+
 // Sums (and means) of 2-byte float columns run on the TensorE instead: each row tile [P, C]
 // is the moving operand of a matmul against a stationary column of ones [P, 1], so a PSUM row
 // [1, 512] accumulates the column sums over all row tiles in fp32 (as the VectorE path would).
@@ -172,15 +186,7 @@ void column_sum_on_tensor_engine(KernelBuilder& kb, Reduce op, const TensorDesc&
             bool first = true;
             for (const RowBlock& b : blocks) {
                 const Tile& x = x_ring.next();
-                Box box;
-                box.offset = outer.offset;
-                box.offset[1] += b.offset + c0;
-                Dim pd, gd, cd;
-                pd.size = b.P, pd.stride[1] = b.pstride;
-                gd.size = b.G, gd.stride[1] = b.gstride;
-                cd.size = Cc, cd.stride[1] = 1;
-                box.dims = {pd, gd, cd};
-                dma_tile(kb, queues, tile_view(x, b.P, b.G * Cc), hbm_ap(box, 1, in), false);
+                load_row_block(kb, queues, x, in, outer, b, c0, Cc);
                 for (uint32_t g = 0; g < b.G; ++g) {
                     for (uint32_t j = 0; j * kBankCols < Cc; ++j) {
                         const uint32_t w = std::min(kBankCols, Cc - j * kBankCols);
@@ -259,15 +265,7 @@ void column_reduce(KernelBuilder& kb, Reduce op, const TensorDesc& out, const Te
             for (size_t i = 0; i < blocks.size(); ++i) {
                 const RowBlock& b = blocks[i];
                 const Tile& x = x_ring.next();
-                Box box;
-                box.offset = outer.offset;
-                box.offset[1] += b.offset + c0;
-                Dim pd, gd, cd;
-                pd.size = b.P, pd.stride[1] = b.pstride;
-                gd.size = b.G, gd.stride[1] = b.gstride;
-                cd.size = Cc, cd.stride[1] = 1;
-                box.dims = {pd, gd, cd};
-                dma_tile(kb, queues, tile_view(x, b.P, b.G * Cc), hbm_ap(box, 1, in), false);
+                load_row_block(kb, queues, x, in, outer, b, c0, Cc);
                 if (direct) {
                     src = &x;
                     break;
