@@ -301,8 +301,9 @@ void sdpa_forward(KernelBuilder& kb, const TensorDesc& out, const TensorDesc& ls
     for (auto& t : ps_pt) t = kb.alloc_psum(kRows, 2 * kRows, dt);
     Tile mask_tile;
     if (mask.t) mask_tile = kb.alloc_sbuf(kRows, {block_keys}, mask.t->dtype == DType::boolean ? DType::u8 : DType::f32);
-    std::array<Tile, 2> ps_load;
-    for (auto& t : ps_load) t = kb.alloc_psum(kRows, kRows, dt);
+    std::array<Tile, 2> ps_load;   // TensorE transposes of loaded K and Q (without DMA transposes)
+    if (!dma_t)
+        for (auto& t : ps_load) t = kb.alloc_psum(kRows, kRows, dt);
     int ps_load_next = 0;
 
     struct Row {
