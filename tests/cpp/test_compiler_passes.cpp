@@ -14,6 +14,13 @@ const ChipConfig& trn2() {
     return chip;
 }
 
+// p = a [32, 64] @ b [64, 16] on two f32 inputs; returns p.
+int matmul_32x64x16(Graph& g) {
+    const int a = g.add_input(DType::f32, {32, 64});
+    const int b = g.add_input(DType::f32, {64, 16});
+    return g.matmul(a, b);
+}
+
 TEST(CompilerPasses, DefaultPipelineIsNamedAndOrdered) {
     std::vector<std::string> names;
     for (const auto& p : compiler::default_pipeline()) names.push_back(p.name);
@@ -132,9 +139,7 @@ TEST(CompilerPasses, FuseMatmulEpilogueTakesBiasActivationAndResidual) {
 
 TEST(CompilerPasses, FuseMatmulEpilogueStoresAProductThatIsAlsoAnOutput) {
     Graph g;
-    const int a = g.add_input(DType::f32, {32, 64});
-    const int b = g.add_input(DType::f32, {64, 16});
-    const int p = g.matmul(a, b);
+    const int p = matmul_32x64x16(g);
     const int r = g.unary(ops::Unary::relu, p);
     g.set_outputs({r, p});   // the product is needed as is
     CompileOptions opt;
@@ -169,9 +174,7 @@ TEST(CompilerPasses, FuseMatmulEpilogueStoresASavedPreActivationThroughReshapes)
 
 TEST(CompilerPasses, FuseMatmulEpilogueStopsBeforeAReaderOfAnIntermediate) {
     Graph g;
-    const int a = g.add_input(DType::f32, {32, 64});
-    const int b = g.add_input(DType::f32, {64, 16});
-    const int p = g.matmul(a, b);
+    const int p = matmul_32x64x16(g);
     const int r = g.unary(ops::Unary::relu, p);
     const int s = g.reduce(ops::Reduce::sum, p, {-1}, true);   // reads p after relu, before exp
     const int e = g.unary(ops::Unary::exp, r);

@@ -28,6 +28,16 @@ std::vector<float> bf16_values(size_t n, uint32_t seed) {
     return v;
 }
 
+// A 2048^3 bf16 matmul with A stored transposed, its operands at fixed addresses (timing runs).
+MatmulArgs square_2048_args() {
+    MatmulArgs args;
+    args.M = args.K = args.N = 2048;
+    args.a_transposed = true;
+    args.b = 8 << 20;
+    args.c = 16 << 20;
+    return args;
+}
+
 void write(NeuronCore& core, uint64_t addr, const std::vector<float>& v, DType dt) {
     convert_from_f32(v.data(), core.memory().hbm(addr), dt, v.size());
 }
@@ -111,11 +121,7 @@ TEST(KernelMatmul, OverlapsLoadsWithComputeAndKeepsTensorEBusy) {
     chip.tensor.throttle_start_limit = 1.0;   // the matmul costs alone (throttling: test_throttling.cpp)
     NeuronCore core(chip, ExecMode::TimingOnly);
     KernelBuilder kb(chip, "matmul");
-    MatmulArgs args;
-    args.M = args.K = args.N = 2048;
-    args.a_transposed = true;
-    args.b = 8 << 20;
-    args.c = 16 << 20;
+    MatmulArgs args = square_2048_args();
     build_matmul(kb, args);
     RunStats s = core.run(kb.finish());
     const double te = static_cast<double>(s.busy_ps[static_cast<size_t>(Engine::Tensor)]);
@@ -230,11 +236,7 @@ TEST(KernelMatmul, PrologueLoadsKeepTheEpilogueOffTheCriticalPath) {
     auto run = [&](bool residual) {
         NeuronCore core(chip, ExecMode::TimingOnly);
         KernelBuilder kb(chip, "matmul");
-        MatmulArgs args;
-        args.M = args.K = args.N = 2048;
-        args.a_transposed = true;
-        args.b = 8 << 20;
-        args.c = 16 << 20;
+        MatmulArgs args = square_2048_args();
         const uint64_t r_addr = 24 << 20;
         std::vector<Tile> slots;
         if (residual)
