@@ -7,6 +7,8 @@ namespace trnsim::compiler {
 
 namespace {
 
+bool in_psum(const AccessPattern& ap) { return ap.space == MemSpace::PSUM; }
+
 ActFunc act_for(ops::Unary u) {
     if (std::optional<ActFunc> f = ops::activation_of(u)) return *f;
     throw CompileError("fused step: unary op " + std::to_string(static_cast<int>(u)) + " has no activation function");
@@ -18,7 +20,8 @@ void emit_activation_backward(KernelBuilder& kb, EngineBalancer& engines, ops::A
                               const AccessPattern& dst, const AccessPattern& g, const AccessPattern& x,
                               const AccessPattern& t) {
     const uint64_t elems = dst.free_elems();
-    auto alu = [&] { return engines.pick({Engine::Vector, Engine::GpSimd}, elems); };
+    const bool psum = in_psum(dst) || in_psum(g) || in_psum(x) || in_psum(t);
+    auto alu = [&] { return engines.pick({Engine::Vector, Engine::GpSimd}, elems, psum); };
     auto act = [&](const AccessPattern& out, const AccessPattern& in, ActFunc f) {
         engines.pick({Engine::Scalar}, elems);
         kb.activation(out, in, f);
@@ -53,11 +56,12 @@ const StreamEngineConfig& engine_config(const ChipConfig& chip, Engine e) {
 
 }  // namespace
 
-Engine EngineBalancer::pick(std::initializer_list<Engine> allowed, uint64_t elems) {
+Engine EngineBalancer::pick(std::initializer_list<Engine> allowed, uint64_t elems, bool touches_psum) {
     Engine best = *allowed.begin();
     double best_end = 0;
     bool first = true;
     for (Engine e : allowed) {
+        if (touches_psum && e == Engine::GpSimd) continue;
         const StreamEngineConfig& c = engine_config(chip_, e);
         const double cycles = std::max<double>(static_cast<double>(elems) / std::max(1u, c.elems_per_cycle), c.min_ii_cycles) +
                               c.fixed_overhead_cycles + c.access_overhead_cycles;
@@ -78,6 +82,8 @@ bool step_needs_scratch(const Step& s) { return s.op == Op::activation_backward;
 void emit_step(KernelBuilder& kb, EngineBalancer& engines, const Step& s, const AccessPattern& dst,
                const std::vector<AccessPattern>& args, const AccessPattern* scratch) {
     const uint64_t elems = dst.free_elems();
+    bool psum = in_psum(dst);
+    for (const AccessPattern& a : args) psum = psum || in_psum(a);
     if (step_needs_scratch(s) && !scratch)
         throw CompileError(std::string("fused step: ") + op_name(s.op) + " needs a scratch tile");
     switch (s.op) {
@@ -87,17 +93,17 @@ void emit_step(KernelBuilder& kb, EngineBalancer& engines, const Step& s, const 
             return;
         case Op::binary:
             kb.tensor_tensor(dst, args[0], args[1], ops::alu_of(static_cast<ops::Binary>(s.i0)),
-                             engines.pick({Engine::Vector, Engine::GpSimd}, elems));
+                             engines.pick({Engine::Vector, Engine::GpSimd}, elems, psum));
             return;
         case Op::binary_scalar:
             kb.tensor_scalar_ex(dst, args[0], ops::alu_of(static_cast<ops::Binary>(s.i0)), s.f0, nullptr, AluOp::bypass, 0.0f,
-                                nullptr, s.i1 ? F_REVERSE0 : 0, engines.pick({Engine::Vector, Engine::GpSimd}, elems));
+                                nullptr, s.i1 ? F_REVERSE0 : 0, engines.pick({Engine::Vector, Engine::GpSimd}, elems, psum));
             return;
         case Op::where:
-            kb.select(dst, args[0], args[1], args[2], engines.pick({Engine::Vector, Engine::GpSimd}, elems));
+            kb.select(dst, args[0], args[1], args[2], engines.pick({Engine::Vector, Engine::GpSimd}, elems, psum));
             return;
         case Op::copy:
-            kb.tensor_copy(dst, args[0], engines.pick({Engine::Vector, Engine::Scalar, Engine::GpSimd}, elems));
+            kb.tensor_copy(dst, args[0], engines.pick({Engine::Vector, Engine::Scalar, Engine::GpSimd}, elems, psum));
             return;
         case Op::activation_backward:
             emit_activation_backward(kb, engines, static_cast<ops::ActivationGrad>(s.i0), s.f0, dst, args[0], args[1],

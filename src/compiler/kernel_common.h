@@ -8,10 +8,11 @@ namespace trnsim::compiler {
 
 // Picks, among the engines allowed for an instruction, the one with the least work queued so
 // far (estimated busy time), so fused bodies spread over the Vector, Scalar and GpSimd engines.
+// An instruction with an operand in PSUM never goes to the GpSimd, which reaches SBUF only.
 class EngineBalancer {
 public:
     explicit EngineBalancer(const ChipConfig& chip) : chip_(chip) {}
-    Engine pick(std::initializer_list<Engine> allowed, uint64_t elems);
+    Engine pick(std::initializer_list<Engine> allowed, uint64_t elems, bool touches_psum = false);
 
 private:
     const ChipConfig& chip_;

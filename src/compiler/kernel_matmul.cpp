@@ -171,7 +171,8 @@ void build_fused_matmul(KernelBuilder& kb, const Node& node, const std::vector<o
         step_views[0] = tile;
         if (round_product) {   // the product rounds to its own dtype before the epilogue reads it
             step_views[0] = with_dtype(scratch[0].region(0, rows, 0, cols), node.body[0].dtype);
-            k.tensor_copy(step_views[0], tile, engines.pick({Engine::Vector, Engine::GpSimd}, cols));
+            k.tensor_copy(step_views[0], tile,
+                          engines.pick({Engine::Vector, Engine::GpSimd}, cols, tile.space == MemSpace::PSUM));
         }
         for (size_t s = 1; s < nsteps; ++s) {
             const Step& step = node.body[s];

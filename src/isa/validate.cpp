@@ -188,6 +188,9 @@ private:
         if (ap.space == MemSpace::HBM && compute_engine())
             fail(operand, " in hbm: the ", engine_name(ins_.engine),
                  " engine cannot access HBM (only DMA can)");
+        // The GpSimd reads and writes SBUF only (nki.isa.tensor_copy: "GpSimd cannot access PSUM").
+        if (ap.space == MemSpace::PSUM && ins_.engine == Engine::GpSimd)
+            fail(operand, " in psum: the gpsimd engine cannot access PSUM (only SBUF)");
         if (ap.ndim < 1 || ap.ndim > kMaxFreeDims)
             fail(operand, " ndim ", static_cast<int>(ap.ndim), " must be 1..", kMaxFreeDims);
         for (int k = 0; k < ap.ndim; ++k)

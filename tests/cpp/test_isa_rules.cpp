@@ -373,6 +373,19 @@ TEST(IsaRules, ComputeEnginesCannotAccessHbm) {
     EXPECT_RULE(copy, "tensor_copy", "src0 in hbm: the scalar engine cannot access HBM");
 }
 
+// The GpSimd reaches SBUF only; the VectorE and the ScalarE read and write PSUM.
+TEST(IsaRules, GpSimdCannotAccessPsum) {
+    Instruction copy = tensor_copy();   // PSUM -> SBUF
+    copy.engine = Engine::Vector;
+    EXPECT_VALID(copy);
+    copy.engine = Engine::GpSimd;
+    EXPECT_RULE(copy, "tensor_copy", "src0 in psum: the gpsimd engine cannot access PSUM");
+    std::swap(copy.dst, copy.src0);   // SBUF -> PSUM
+    EXPECT_RULE(copy, "tensor_copy", "dst in psum: the gpsimd engine cannot access PSUM");
+    copy.dst = sbuf_ap(0, 128, 4096, DType::f32, {512});
+    EXPECT_VALID(copy);
+}
+
 TEST(IsaRules, PsumBankStraddle) {
     Instruction mm = matmul();
     mm.dst.offset = 1024;  // 512 f32 from byte 1024 crosses into the next 2 KiB bank

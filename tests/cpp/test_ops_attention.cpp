@@ -137,6 +137,9 @@ TEST_P(OpsAttention, FloatMaskBroadcast) { RunCase({2, 2, 130, 140, 16, 24, fals
 TEST_P(OpsAttention, ManyHeadsOfFewBlocks) { RunCase({2, 3, 200, 170, 40, 48, false, 0}, GetParam()); }
 // Unmasked 2-byte blocks take 1024 keys across two PSUM banks: a full one and a ragged rest.
 TEST_P(OpsAttention, RaggedNonCausalWideBlocks) { RunCase({1, 2, 200, 1100, 64, 48, false, 0}, GetParam()); }
+// Causal 2-byte rows take their keys below the diagonal in 1024-key blocks and the rest
+// (across the diagonal) in one-bank blocks.
+TEST_P(OpsAttention, CausalRowsMixWideAndDiagonalBlocks) { RunCase({1, 2, 1300, 1300, 64, 64, true, 0}, GetParam()); }
 TEST_P(OpsAttention, BoolMaskAndCausal) { RunCase({2, 1, 150, 150, 128, 128, true, 2}, GetParam()); }
 
 INSTANTIATE_TEST_SUITE_P(OpsAttentionDtypes, OpsAttention, ::testing::Values(DType::f32, DType::bf16),

@@ -268,18 +268,20 @@ void sdpa_forward(KernelBuilder& kb, const TensorDesc& out, const TensorDesc& ls
     }
     // Score blocks without masks span two PSUM banks (1024 keys) when P^T is 2-byte (its PSUM
     // tiles then leave room): the exp, the row max and the softmax rescaling pay their
-    // per-instruction costs once per 1024 keys. The scores of three blocks are in flight (see
-    // the block loop); everything else per block rotates over a ring as deep as the pipeline.
+    // per-instruction costs once per 1024 keys. Causal rows use them below the diagonal. The
+    // scores of three blocks are in flight (see the block loop); everything else per block
+    // rotates over a ring as deep as the pipeline.
     const bool may_mask = mask.t || causal || !(scale > 0.0f);   // blocks scaled into SBUF first
-    const uint32_t banks = may_mask || dtype_size(dt) > 2 ? 1 : 2;
+    const uint32_t banks = mask.t || !(scale > 0.0f) || dtype_size(dt) > 2 ? 1 : 2;
     const uint32_t block_keys = banks * kScoreCols, chunks = block_keys / kRows;
     constexpr int kRing = 3;
     constexpr size_t kLookahead = 2;   // the S stage runs this many blocks ahead of the E stage
     std::vector<Tile> ps_s(kLookahead + 1);
     for (auto& t : ps_s) t = kb.alloc_psum_banks(kRows, banks);
-    std::array<Tile, kRing> s_sb, p_sb, mx, rowsum, alpha, ps_pv;
+    std::array<Tile, kRing> s_sb, p_sb, mx, mx_half, rowsum, alpha, ps_pv;
     for (int i = 0; i < kRing; ++i) {
         if (may_mask) s_sb[i] = kb.alloc_sbuf(kRows, {block_keys}, DType::f32);
+        mx_half[i] = kb.alloc_sbuf(kRows, {block_keys / 2}, DType::f32);
         p_sb[i] = kb.alloc_sbuf(kRows, {block_keys}, dt);
         mx[i] = kb.alloc_sbuf(kRows, {1}, DType::f32);
         rowsum[i] = kb.alloc_sbuf(kRows, {1}, DType::f32);
@@ -312,6 +314,7 @@ void sdpa_forward(KernelBuilder& kb, const TensorDesc& out, const TensorDesc& ls
     };
     struct Block {
         uint32_t row, n;   // block n of the row
+        uint32_t k0, nk;   // its keys
     };
     std::vector<Row> rows;
     std::vector<Block> blocks;
@@ -320,9 +323,15 @@ void sdpa_forward(KernelBuilder& kb, const TensorDesc& out, const TensorDesc& ls
             for (uint32_t q0 = 0; q0 < Sq; q0 += kRows) {
                 const uint32_t nq = std::min(kRows, Sq - q0);
                 const uint32_t k_end = causal ? std::min(Skv, q0 + nq) : Skv;
-                const uint32_t nblocks = std::max(1u, ceil_div(k_end, block_keys));
-                for (uint32_t n = 0; n < nblocks; ++n) blocks.push_back({static_cast<uint32_t>(rows.size()), n});
-                rows.push_back({b, h, q0, nq, nblocks});
+                // Full blocks while every key is visible to every row of the tile; a causal row's
+                // remaining keys (up to and across the diagonal) in blocks of one PSUM bank.
+                const uint32_t r = static_cast<uint32_t>(rows.size());
+                uint32_t n = 0, k0 = 0;
+                for (; k0 + block_keys <= k_end && (!causal || k0 + block_keys - 1 <= q0); k0 += block_keys)
+                    blocks.push_back({r, n++, k0, block_keys});
+                for (; k0 < k_end || n == 0; k0 += kScoreCols)
+                    blocks.push_back({r, n++, k0, std::min(kScoreCols, k_end - k0)});
+                rows.push_back({b, h, q0, nq, n});
             }
     auto head_buffer = [&](const Row& r) { return static_cast<int>((r.b * s.H + r.h) & 1); };
     auto load_head = [&](int64_t b, int64_t h) {
@@ -351,23 +360,30 @@ void sdpa_forward(KernelBuilder& kb, const TensorDesc& out, const TensorDesc& ls
         }
     };
 
-    // Per score block g, four stages issued as S(g+2), E(g), B(g-1), C(g-2), so that each
-    // engine's in-order queue holds work whose inputs are already there:
-    //   S: scores = Q K^T, the row max, nm(g) = min(nm(g-1), -scale * max);
-    //   E: P = exp(scale * scores + nm) with its row sum, alpha, l = l * alpha + rowsum;
-    //   B: P^T, 128 columns at a time, on the TensorE and out of PSUM;
-    //   C: P V, O = O * alpha + P V; after a row's last block, out = O / l and the lse.
-    // A row's first block starts l and O instead of rescaling them.
-    auto block_cols = [&](uint32_t n) { return std::min(block_keys, Skv - n * block_keys); };
+    // Per score block g, five stages issued as S(g+2), E(g), B(g-1), C(g-2), M(g+2), so that
+    // each engine's in-order queue holds work whose inputs are already there:
+    //   S: scores = Q K^T (TensorE), the first half of the row max (VectorE);
+    //   E: P = exp(scale * scores + nm) with its row sum (ScalarE), alpha, l = l * alpha + rowsum;
+    //   B: P^T, 128 columns at a time, on the TensorE and out of PSUM (ScalarE, VectorE);
+    //   C: P V, O = O * alpha (GpSimd) + P V (VectorE); after a row's last block, out = O / l
+    //      and the lse;
+    //   M: the row max, nm(g) = min(nm(g-1), -scale * max).
+    // The GpSimd cannot reach PSUM: it takes the SBUF-only work (alpha, l, O * alpha, nm, the
+    // second half of the row max). A row's first block starts l and O instead of rescaling them.
     auto nm_of = [&](size_t g) { return nm_run[g % kNmRing].rows(0, rows[blocks[g].row].nq); };
     auto masked_block = [&](size_t g) {
         const Row& row = rows[blocks[g].row];
-        const uint32_t k0 = blocks[g].n * block_keys, nk = block_cols(blocks[g].n);
+        const uint32_t k0 = blocks[g].k0, nk = blocks[g].nk;
         return mask.t || (causal && k0 + nk - 1 > row.q0) || !(scale > 0.0f);
+    };
+    // Unmasked blocks of whole 128-key chunks take the row max in two steps (see stage_s).
+    auto halved_max = [&](size_t g) {
+        const uint32_t nk = blocks[g].nk;
+        return !masked_block(g) && nk % 2 == 0 && nk >= 2 * kRows;
     };
     auto stage_s = [&](size_t g) {
         const Row& row = rows[blocks[g].row];
-        const uint32_t n = blocks[g].n, k0 = n * block_keys, nk = block_cols(n), nq = row.nq;
+        const uint32_t n = blocks[g].n, k0 = blocks[g].k0, nk = blocks[g].nk, nq = row.nq;
         const int bi = static_cast<int>(g % kRing);
         const AccessPattern sp = ps_s[g % ps_s.size()].region(0, nq, 0, nk);
         for (uint32_t c0 = 0; c0 < nk; c0 += kScoreCols)   // one matmul per PSUM bank
@@ -384,17 +400,41 @@ void sdpa_forward(KernelBuilder& kb, const TensorDesc& out, const TensorDesc& ls
             if (mask.t) apply_mask(kb, dq, mask, mask_tile, row.b, row.h, row.q0, nq, k0, nk, ss);
             if (causal && k0 + nk - 1 > row.q0) causal_mask(kb, ss, row.q0, k0, kNegInf);
         }
+        // The row max of scores in PSUM in two steps: the larger of keys j and j + nk/2 into
+        // SBUF (one VectorE pass at the PSUM rate, so half the elements of a direct reduce),
+        // then (stage M) the reduce of that half, on the GpSimd for full two-bank blocks.
+        if (halved_max(g)) {
+            const uint32_t half = nk / 2;
+            const Tile& st = ps_s[g % ps_s.size()];
+            kb.tensor_tensor(mx_half[bi].region(0, nq, 0, half), st.region(0, nq, 0, half),
+                             st.region(0, nq, half, half), AluOp::max);
+        }
+    };
+    // M: the rest of the row max and nm(g), issued after other work so that neither instruction
+    // waits on the one just before it on its engine.
+    auto stage_m = [&](size_t g) {
+        const Row& row = rows[blocks[g].row];
+        const uint32_t n = blocks[g].n, nk = blocks[g].nk, nq = row.nq;
+        const int bi = static_cast<int>(g % kRing);
+        const bool masked = masked_block(g);
         const AccessPattern mb = mx[bi].rows(0, nq);
-        kb.tensor_reduce(mb, masked ? ss : sp, ReduceOp::max);
+        if (halved_max(g))
+            kb.tensor_reduce(mb, mx_half[bi].region(0, nq, 0, nk / 2), ReduceOp::max, 1,
+                             nk >= 2 * kScoreCols ? Engine::GpSimd : Engine::Vector);
+        else
+            kb.tensor_reduce(mb, masked ? s_sb[bi].region(0, nq, 0, nk) : ps_s[g % ps_s.size()].region(0, nq, 0, nk),
+                             ReduceOp::max);
         if (n == 0) {
-            kb.tensor_scalar(nm_of(g), mb, AluOp::mul, masked ? -1.0f : -scale, AluOp::bypass, 0.0f);
+            kb.tensor_scalar_ex(nm_of(g), mb, AluOp::mul, masked ? -1.0f : -scale, nullptr, AluOp::bypass, 0.0f,
+                                nullptr, 0, Engine::GpSimd);
         } else {
             const AccessPattern nm_old = nm_of(g - 1);
-            kb.tensor_scalar_ex(nm_of(g), mb, AluOp::mul, masked ? -1.0f : -scale, nullptr, AluOp::min, 0.0f, &nm_old);
+            kb.tensor_scalar_ex(nm_of(g), mb, AluOp::mul, masked ? -1.0f : -scale, nullptr, AluOp::min, 0.0f, &nm_old,
+                                0, Engine::GpSimd);
         }
     };
     auto stage_e = [&](size_t g) {
-        const uint32_t r = blocks[g].row, n = blocks[g].n, nk = block_cols(n), nq = rows[r].nq;
+        const uint32_t r = blocks[g].row, n = blocks[g].n, nk = blocks[g].nk, nq = rows[r].nq;
         const int bi = static_cast<int>(g % kRing);
         const AccessPattern nm = nm_of(g), l = l_run[r % kRowRing].rows(0, nq);
         const AccessPattern ps = p_sb[bi].region(0, nq, 0, nk);
@@ -418,7 +458,7 @@ void sdpa_forward(KernelBuilder& kb, const TensorDesc& out, const TensorDesc& ls
         return tiles[(g % (tiles.size() / pairs)) * pairs + c / 2].region(0, w, (c % 2) * nq, nq);
     };
     auto stage_b = [&](size_t g) {
-        const uint32_t nk = block_cols(blocks[g].n), nq = rows[blocks[g].row].nq;
+        const uint32_t nk = blocks[g].nk, nq = rows[blocks[g].row].nq;
         auto width = [&](uint32_t c) { return std::min(kRows, nk - c * kRows); };
         const uint32_t nchunks = ceil_div(nk, kRows);
         for (uint32_t pair = 0; 2 * pair < nchunks; ++pair) {
@@ -426,9 +466,9 @@ void sdpa_forward(KernelBuilder& kb, const TensorDesc& out, const TensorDesc& ls
             const bool both = c0 + 1 < nchunks && width(c0 + 1) == w;
             for (uint32_t c = c0; c < std::min(c0 + 2, nchunks); ++c)
                 kb.transpose(pt_chunk(ps_pt, g, c, width(c), nq), p_sb[g % kRing].region(0, nq, c * kRows, width(c)));
-            // One pair on ScalarE, one on VectorE (which also carries the row max), the pairs of
-            // a two-bank block's second half on GpSimd.
-            const Engine engine = pair == 0 ? Engine::Scalar : pair == 1 ? Engine::Vector : Engine::GpSimd;
+            // PSUM is read by the ScalarE and the VectorE only: the first pair on the ScalarE
+            // (which also carries the exp), the others on the VectorE.
+            const Engine engine = pair == 0 ? Engine::Scalar : Engine::Vector;
             if (both) {
                 const Tile &from = ps_pt[(g % pt_sets) * pairs + pair], &to = pt_sb[(g & 1) * pairs + pair];
                 kb.tensor_copy(to.region(0, w, 0, 2 * nq), from.region(0, w, 0, 2 * nq), engine);
@@ -439,7 +479,7 @@ void sdpa_forward(KernelBuilder& kb, const TensorDesc& out, const TensorDesc& ls
         }
     };
     auto stage_c = [&](size_t g) {
-        const uint32_t r = blocks[g].row, n = blocks[g].n, k0 = n * block_keys, nk = block_cols(n);
+        const uint32_t r = blocks[g].row, n = blocks[g].n, k0 = blocks[g].k0, nk = blocks[g].nk;
         const Row& row = rows[r];
         const uint32_t nq = row.nq;
         const int bi = static_cast<int>(g % kRing);
@@ -449,17 +489,18 @@ void sdpa_forward(KernelBuilder& kb, const TensorDesc& out, const TensorDesc& ls
             kb.matmul(pv, pt_chunk(pt_sb, g, c, w, nq), v_nat[head_buffer(row)].region(0, w, (k0 / kRows + c) * Dv, Dv),
                       c > 0);
         }
+        // O = O * alpha on the GpSimd (SBUF only), + P V on the VectorE (which reads PSUM).
         if (n == 0) {
             kb.tensor_copy(oacc, pv);
         } else {
             const AccessPattern al = alpha[bi].rows(0, nq);
             kb.tensor_scalar_ex(oacc, oacc, AluOp::mul, 0.0f, &al, AluOp::bypass, 0.0f, nullptr, 0, Engine::GpSimd);
-            kb.tensor_tensor(oacc, oacc, pv, AluOp::add, Engine::GpSimd);
+            kb.tensor_tensor(oacc, oacc, pv, AluOp::add, Engine::Vector);
         }
         if (n + 1 < row.nblocks) return;
         // out = O / l, lse = m + log(l) = log(l) - nm
         const AccessPattern l = l_run[r % kRowRing].rows(0, nq), ot = o_out[r & 1].region(0, nq, 0, Dv);
-        kb.tensor_scalar_ex(ot, oacc, AluOp::div, 0.0f, &l, AluOp::bypass, 0.0f, nullptr);
+        kb.tensor_scalar_ex(ot, oacc, AluOp::div, 0.0f, &l, AluOp::bypass, 0.0f, nullptr, 0, Engine::GpSimd);
         kb.dma_copy(O.rows(row.b, row.h, row.q0, nq), ot, dq.store());
         const AccessPattern ll = log_l[r & 1].rows(0, nq), lt = lse_t[r & 1].rows(0, nq);
         kb.activation(ll, l, ActFunc::log);
@@ -491,6 +532,7 @@ void sdpa_forward(KernelBuilder& kb, const TensorDesc& out, const TensorDesc& ls
         for (size_t g = g0; g < std::min(g1, g0 + kLookahead); ++g) {
             if (g == g0 || blocks[g].n == 0) start_row(blocks[g].row);
             stage_s(g);
+            stage_m(g);
         }
         for (size_t g = g0; g < g1 + 2; ++g) {
             if (g + kLookahead < g1) {
@@ -500,6 +542,7 @@ void sdpa_forward(KernelBuilder& kb, const TensorDesc& out, const TensorDesc& ls
             if (g < g1) stage_e(g);
             if (g >= g0 + 1 && g <= g1) stage_b(g - 1);
             if (g >= g0 + 2) stage_c(g - 2);
+            if (g + kLookahead < g1) stage_m(g + kLookahead);
         }
         g0 = g1;
     }
