@@ -319,8 +319,10 @@ private:
         }
     }
 
+    // nki.isa.dma_copy moves data between HBM and SBUF; PSUM is reached by the compute engines.
     void check_dma_copy() const {
         if (ins_.dst.space == MemSpace::PSUM) fail("dst in psum: DMA cannot write PSUM");
+        if (ins_.src0.space == MemSpace::PSUM) fail("src0 in psum: DMA reads HBM or SBUF");
         if (ins_.dst.elems() != ins_.src0.elems())
             fail("dst elements ", ins_.dst.elems(), " != src0 elements ", ins_.src0.elems(), " (element count)");
     }

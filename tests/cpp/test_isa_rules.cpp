@@ -629,12 +629,15 @@ TEST(IsaRules, DmaCopyElementsAndDestination) {
     dma.dst.size[0] = 1000;
     EXPECT_RULE(dma, "dma_copy", "dst elements 64000 != src0 elements 65536 (element count)");
 
+    // DMA moves data between HBM and SBUF: PSUM is neither its source nor its destination.
     Instruction evict = dma_load();
     evict.dst = hbm_matrix_ap(0, DType::f32, 128, 512, 512);
     evict.src0 = psum_ap(0, 128, 0, DType::f32, {512});
-    EXPECT_VALID(evict);
+    EXPECT_RULE(evict, "dma_copy", "src0 in psum: DMA reads HBM or SBUF");
     std::swap(evict.dst, evict.src0);
     EXPECT_RULE(evict, "dma_copy", "dst in psum: DMA cannot write PSUM");
+    evict.dst = sbuf_ap(0, 128, 0, DType::f32, {512});
+    EXPECT_VALID(evict);
 }
 
 // ---------------------------------------------------------------- synchronisation
