@@ -601,10 +601,11 @@ void sdpa_backward(KernelBuilder& kb, const TensorDesc& dq, const TensorDesc& dk
     // the block loop).
     constexpr uint32_t kMaxGroup = kScoreCols / kRows;
     constexpr int kRing = 3;
+    constexpr uint32_t kDqOut = 4;
     const uint64_t free_bytes = kb.chip().sbuf.bytes_per_partition - head_bytes;
     auto work_bytes = [&](uint32_t g) {
         return kRing * uint64_t(g) * kRows * (4 + 3 * es + (mask.t ? 4 : 0)) + (mask.t ? uint64_t(g) * kRows * 4 : 0) +
-               2 * (2 * D + Dv) * es + 4 * Dv;
+               (2 * uint64_t(g) * (D + Dv) + kDqOut * D) * es + 4 * Dv;
     };
     uint32_t group = kMaxGroup;
     while (group > 1 && work_bytes(group) > free_bytes) group /= 2;
@@ -619,12 +620,16 @@ void sdpa_backward(KernelBuilder& kb, const TensorDesc& dq, const TensorDesc& dk
         dst_sb[i] = kb.alloc_sbuf(kRows, {cols}, dt);   // 'group' [128 keys, 128 queries] tiles
         if (mask.t) s_sb[i] = kb.alloc_sbuf(kRows, {cols}, DType::f32);
     }
-    std::array<Tile, 2> dk_out, dv_out, dq_out;
+    // dK and dV of a whole key group leave PSUM together: two groups' worth, so that no
+    // evacuation waits for the store of an earlier tile. The dQ tiles of a head's last group
+    // leave one per block, each store taking about two blocks' time: a ring of kDqOut.
+    std::array<Tile, 2> dk_out, dv_out;
+    std::array<Tile, kDqOut> dq_out;
     for (int i = 0; i < 2; ++i) {
-        dk_out[i] = kb.alloc_sbuf(kRows, {D}, dk.dtype);
-        dv_out[i] = kb.alloc_sbuf(kRows, {Dv}, dv.dtype);
-        dq_out[i] = kb.alloc_sbuf(kRows, {D}, dq.dtype);
+        dk_out[i] = kb.alloc_sbuf(kRows, {group * D}, dk.dtype);
+        dv_out[i] = kb.alloc_sbuf(kRows, {group * Dv}, dv.dtype);
     }
+    for (Tile& t : dq_out) t = kb.alloc_sbuf(kRows, {D}, dq.dtype);
     Tile mask_tile;
     if (mask.t) mask_tile = kb.alloc_sbuf(kRows, {cols}, mask.t->dtype == DType::boolean ? DType::u8 : DType::f32);
     // PSUM: scores and dP of two blocks (a bank each), dV and dK of the key group's kv tiles
@@ -639,6 +644,7 @@ void sdpa_backward(KernelBuilder& kb, const TensorDesc& dq, const TensorDesc& dk
     }
     const Tile ps_dk = kb.alloc_psum(kRows, group * D), ps_dv = kb.alloc_psum(kRows, group * Dv);
     int ps_load_next = 0, dst_next = 0;
+    uint32_t groups_finished = 0;
 
     auto rows_of = [&](uint32_t i) { return std::min(kRows, Sq - i * kRows); };
     auto kv_rows_of = [&](uint32_t j) { return std::min(kRows, Skv - j * kRows); };
@@ -681,7 +687,7 @@ void sdpa_backward(KernelBuilder& kb, const TensorDesc& dq, const TensorDesc& dk
             std::fill(dq_stored.begin(), dq_stored.end(), 0);
             auto store_dq = [&](uint32_t i) {
                 const uint32_t q0 = i * kRows, nq = rows_of(i);
-                const AccessPattern o = dq_out[i & 1].region(0, nq, 0, D), acc = dq_acc.region(0, nq, i * D, D);
+                const AccessPattern o = dq_out[i % kDqOut].region(0, nq, 0, D), acc = dq_acc.region(0, nq, i * D, D);
                 if (!dq_started[i]) kb.memset(acc, 0.0f, Engine::GpSimd);   // no key reaches it
                 kb.tensor_copy(o, acc, (i & 1) ? Engine::GpSimd : Engine::Vector);
                 kb.dma_copy(dQ.rows(b, h, q0, nq), o, dmaq.store());
@@ -751,10 +757,11 @@ void sdpa_backward(KernelBuilder& kb, const TensorDesc& dq, const TensorDesc& dk
                 }
                 // dK and dV of a group: out of PSUM (zero for keys no query sees) and stored.
                 auto finish_group = [&](const Group& gr) {
+                    const int ob = static_cast<int>(groups_finished++ & 1);
                     for (uint32_t c = 0; c < gr.ng; ++c) {
                         const uint32_t kc = gr.k0 + c * kRows, nk = gr.keys_of(c);
-                        const int ob = static_cast<int>(c & 1);
-                        const AccessPattern dko = dk_out[ob].region(0, nk, 0, D), dvo = dv_out[ob].region(0, nk, 0, Dv);
+                        const AccessPattern dko = dk_out[ob].region(0, nk, c * D, D),
+                                            dvo = dv_out[ob].region(0, nk, c * Dv, Dv);
                         if (gr.first_block[c] >= gr.tiles.size()) {
                             kb.memset(dko, 0.0f);
                             kb.memset(dvo, 0.0f);
