@@ -49,6 +49,10 @@ struct TensorEngineConfig {
     uint32_t fp32_passes = 4;            // fp32 inputs run at 1/4 rate
     uint32_t fp8_speedup = 1;            // 2 on v3+ (double_row)
     uint32_t load_stationary_cycles = 32; // cost of a non-hidden LoadStationary (fast LS, ~4x faster than MM)
+    // Whether a new stationary loads in the background of the matmul before it (then only a
+    // matmul after a transpose, or first on an idle engine, pays load_stationary_cycles); if not,
+    // every matmul whose stationary differs from the previous matmul's pays it.
+    bool load_stationary_background = false;
     uint32_t dependent_turnaround_cycles = 0;
     // Power throttling (dI/dt): after the TensorE has been idle, its utilization limit (the fraction of
     // its full rate it may run at, as Neuron Explorer reports it) restarts at throttle_start_limit and

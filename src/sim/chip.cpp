@@ -97,6 +97,7 @@ const std::vector<Field>& field_table() {
         TRNSIM_FIELD("tensor.fp32_passes", PositiveInt, c.tensor.fp32_passes);
         TRNSIM_FIELD("tensor.fp8_speedup", PositiveInt, c.tensor.fp8_speedup);
         TRNSIM_FIELD("tensor.load_stationary_cycles", PositiveInt, c.tensor.load_stationary_cycles);
+        TRNSIM_FIELD("tensor.load_stationary_background", Bool, c.tensor.load_stationary_background);
         TRNSIM_FIELD("tensor.dependent_turnaround_cycles", NonNegativeInt, c.tensor.dependent_turnaround_cycles);
         TRNSIM_FIELD("tensor.throttle_start_limit", PositiveReal, c.tensor.throttle_start_limit);
         TRNSIM_FIELD("tensor.throttle_ramp_ns", NonNegativeReal, c.tensor.throttle_ramp_ns);

@@ -198,10 +198,12 @@ TimingModel::Slot TimingModel::schedule(const Instruction& ins) {
         if (ins.op == Opcode::nc_matmul) {
             uint64_t key = (static_cast<uint64_t>(ins.src0.space) << 62) ^ (ins.src0.offset << 8) ^
                            (static_cast<uint64_t>(ins.src0.start_partition) << 48) ^ ins.src0.size[0];
-            reloaded = key != last_stationary_key_ && !last_te_was_matmul_;
+            reloaded = key != last_stationary_key_ && (!last_te_was_matmul_ || !chip_.tensor.load_stationary_background);
             last_stationary_key_ = key;
         }
-        if (ins.engine == Engine::Tensor) last_te_was_matmul_ = ins.op == Opcode::nc_matmul;
+        // A barrier only carries semaphore waits that did not fit on the instruction after it:
+        // the next stationary still loads in the background of the last matmul.
+        if (ins.engine == Engine::Tensor && ins.op != Opcode::barrier) last_te_was_matmul_ = ins.op == Opcode::nc_matmul;
         const int64_t earliest = std::max(ready, deps);
         auto cost_at = [&](int64_t start) {
             const bool back_to_back = start == ready && !done_[q].empty();

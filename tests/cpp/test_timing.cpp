@@ -48,13 +48,53 @@ TEST(TimingTensorE, MatmulCostsMaxOfMovingAnd64CyclesAndStationaryReloadOnce) {
     kb.matmul(ps_tile.cols(0, 32), st.ap(), mv.cols(0, 32), true);
     Ran r = run(core, kb.finish());
     const double ghz = chip.tensor.clock_ghz;
-    // First matmul pays the LoadStationary (TensorE was idle); the next ones have it in the background.
+    // The first matmul pays the LoadStationary (TensorE was idle); the next ones reuse its stationary.
     EXPECT_EQ(dur(r.rec[0]), ps(512 + chip.tensor.load_stationary_cycles, ghz));
     EXPECT_EQ(dur(r.rec[1]), ps(512, ghz));
     EXPECT_EQ(dur(r.rec[2]), ps(chip.tensor.min_moving_cycles, ghz));  // N=32 < 64
     // Back to back on one queue.
     EXPECT_EQ(r.rec[1].start_ps, r.rec[0].end_ps);
     EXPECT_EQ(r.stats.matmul_flops, 2ull * 128 * 128 * 512 * 2 + 2ull * 128 * 128 * 32);
+}
+
+// LoadStationary: with background loads (load_stationary_background), a new stationary loads
+// while the matmul before it runs, and a barrier (it only waits) does not change that; a transpose
+// in between exposes the load. Without them (the presets), every new stationary pays its load.
+TEST(TimingTensorE, LoadStationaryInTheBackgroundOrPaidPerNewStationary) {
+    for (bool background : {true, false}) {
+        ChipConfig chip = trn2_unthrottled();
+        chip.tensor.load_stationary_background = background;
+        NeuronCore core(chip, ExecMode::TimingOnly, 1 << 20);
+        KernelBuilder kb(chip, "mm");
+        Tile st_a = kb.alloc_sbuf(128, {128}, DType::bf16), st_b = kb.alloc_sbuf(128, {128}, DType::bf16);
+        Tile mv = kb.alloc_sbuf(128, {512}, DType::bf16);
+        Tile ps_tile = kb.alloc_psum(128, 512), ps_t = kb.alloc_psum(128, 128, DType::bf16);
+        kb.matmul(ps_tile.ap(), st_a.ap(), mv.ap(), false);
+        Program p = kb.finish();
+        const Instruction mm_a = p.instrs[0];
+        Instruction bar;
+        bar.op = Opcode::barrier;
+        bar.engine = Engine::Tensor;
+        Instruction mm_b = mm_a;
+        mm_b.src0 = st_b.ap();
+        Instruction tr;
+        tr.op = Opcode::nc_transpose;
+        tr.engine = Engine::Tensor;
+        tr.dst = ps_t.ap();
+        tr.src0 = mv.cols(0, 128);
+        // a, barrier, b, b (same stationary), transpose, a
+        for (const Instruction& ins : {bar, mm_b, mm_b, tr, mm_a}) p.instrs.push_back(ins);
+        p.prevalidated = false;
+        p.id = 0;
+        Ran r = run(core, p);
+        const double ghz = chip.tensor.clock_ghz;
+        const int64_t paid = ps(512 + chip.tensor.load_stationary_cycles, ghz), hidden = ps(512, ghz);
+        ASSERT_EQ(r.rec.size(), 6u);
+        EXPECT_EQ(dur(r.rec[0]), paid) << "first on an idle engine, background " << background;
+        EXPECT_EQ(dur(r.rec[2]), background ? hidden : paid) << "new stationary after a barrier";
+        EXPECT_EQ(dur(r.rec[3]), hidden) << "same stationary";
+        EXPECT_EQ(dur(r.rec[5]), paid) << "new stationary after a transpose";
+    }
 }
 
 TEST(TimingTensorE, Fp32InputsRunAtQuarterRateAndFp8AtDoubleRate) {
