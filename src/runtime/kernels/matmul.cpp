@@ -3,8 +3,9 @@
 // Loop nest (per problem of the batch, per block of MB x NB outputs and KB contraction):
 //   load B[k-block, n-block] and A^T[k-block, m-block] panels into SBUF in the order
 //   the TensorE consumes them (column chunks of 512), then
-//   for each 512-column n chunk, for each 128-row m tile:
-//       for each 128-deep k tile: nc_matmul into one PSUM bank (accumulate over k)
+//   for each 512-column n chunk (two at a time when both panels come straight from HBM, so that
+//   each A^T tile is loaded into the TensorE once for both), for each 128-row m tile:
+//       for each 128-deep k tile: nc_matmul into one PSUM bank per chunk (accumulate over k)
 //       evacuate PSUM -> SBUF (Vector and Scalar alternate) through the epilogue
 //       (alpha, addend, the caller's epilogue hook), DMA to HBM.
 //   An output tile's addend (and whatever the caller's prologue hook loads) is loaded before
@@ -219,10 +220,11 @@ void build_matmul(KernelBuilder& kb, const MatmulArgs& args) {
     int psum_next = 0, staging_next = 0, evac_next = 0, tpose_next = 0, d_next = 0;
     int a_buf = 0, b_buf = 0;
     std::tuple<int64_t, uint32_t, uint32_t> b_loaded_key{-1, 0, 0};
-    // A broadcast addend row (row stride 0, beta 1) is loaded once per column chunk.
+    // A broadcast addend row (row stride 0, beta 1) is loaded once per column chunk (one entry per
+    // chunk of a pair, see kPairedChunks).
     const bool addend_reusable = has_addend && addend.row_stride == 0 && addend.beta == 1.0f;
-    int64_t d_loaded_key = -1;
-    int d_loaded_slot = 0;
+    std::array<int64_t, 2> d_loaded_key{-1, -1};
+    std::array<int, 2> d_loaded_slot{};
 
     // The addend rows of one output tile, loaded into the next d_in slot (split by partition
     // groups over the load queues, so the load takes one group's time); a broadcast row is
@@ -231,7 +233,8 @@ void build_matmul(KernelBuilder& kb, const MatmulArgs& args) {
     auto prepare_addend = [&](uint32_t bi, uint32_t row0, uint32_t ms, uint32_t col0, uint32_t ns) -> const Tile* {
         if (!has_addend) return nullptr;
         const int64_t key = static_cast<int64_t>(bi) * addend.batch_stride + static_cast<int64_t>(col0) * addend.col_stride;
-        if (addend_reusable && key == d_loaded_key) return &d_in[d_loaded_slot];
+        const size_t entry = (col0 / kTileN) & 1;
+        if (addend_reusable && key == d_loaded_key[entry]) return &d_in[d_loaded_slot[entry]];
         const Tile* dt = &d_in[d_next];
         const uint32_t rows = addend_reusable ? std::min(kTileM, a.M) : ms;
         for (uint32_t p0 = 0; p0 < rows; p0 += 32) {
@@ -241,8 +244,8 @@ void build_matmul(KernelBuilder& kb, const MatmulArgs& args) {
         if (addend.beta != 1.0f)
             kb.tensor_scalar(dt->region(0, rows, 0, ns), dt->region(0, rows, 0, ns), AluOp::mul, addend.beta,
                              AluOp::bypass, 0.0f, Engine::GpSimd);
-        d_loaded_key = addend_reusable ? key : -1;
-        d_loaded_slot = d_next;
+        d_loaded_key[entry] = addend_reusable ? key : -1;
+        d_loaded_slot[entry] = d_next;
         d_next = (d_next + 1) % kAddendRotation;
         return dt;
     };
@@ -380,9 +383,17 @@ void build_matmul(KernelBuilder& kb, const MatmulArgs& args) {
     // tile: issued at the top of their own block, they would queue on the DMA engines behind the
     // current block's last stores and leave the TensorE waiting at every block boundary.
     const bool direct = (a.a_transposed || dma_t.a) && (!a.b_transposed || dma_t.b);
+    // In direct mode each A^T tile serves two 512-column chunks of B back to back, so the
+    // TensorE loads each stationary once per two matmuls (load_stationary_background). The
+    // kernel's first chunk runs alone, so that the first matmuls wait for one chunk of B only.
+    const uint32_t kPairedChunks = direct ? 2 : 1;
+    auto chunks_in_group = [&](bool first_block, uint32_t nc, uint32_t nb) {
+        return first_block && nc == 0 ? 1u : std::min(kPairedChunks, ceil_div(nb - nc, kTileN));
+    };
     struct Issued {
         int a_buf = 0, b_buf = 0;
         bool load_b = false;
+        uint32_t b_cols = 0;   // columns of B's panel loaded so far (direct mode)
     };
     // Rotates the panel buffers for block (bi, n0, m0, k0) and, in direct mode, loads B's first
     // chunk (when B changes) and all of A.
@@ -400,7 +411,10 @@ void build_matmul(KernelBuilder& kb, const MatmulArgs& args) {
         if (!direct) return is;
         const uint32_t nb = std::min(blk.NB, a.N - n0), mb = std::min(blk.MB, a.M - m0),
                        kbsz = std::min(blk.KB, a.K - k0);
-        if (is.load_b) load_b_chunk_of(b_panel[is.b_buf], bi, n0, nb, k0, kbsz, 0);
+        if (is.load_b) {
+            is.b_cols = std::min(nb, chunks_in_group(bi == 0 && n0 == 0 && m0 == 0 && k0 == 0, 0, nb) * kTileN);
+            for (uint32_t c0 = 0; c0 < is.b_cols; c0 += kTileN) load_b_chunk_of(b_panel[is.b_buf], bi, n0, nb, k0, kbsz, c0);
+        }
         for (uint32_t c0 = 0; c0 < mb; c0 += kTileN)
             load_a_chunk_of(a_panel[is.a_buf], bi, m0, k0, kbsz, c0, std::min(kTileN, mb - c0));
         return is;
@@ -469,16 +483,25 @@ void build_matmul(KernelBuilder& kb, const MatmulArgs& args) {
                         b_jobs_end.push_back(jobs.size());
                     }
                     const bool load_b_direct = load_b && (!a.b_transposed || dma_t.b);
+                    uint32_t b_cols = direct ? cur.b_cols : 0;
                     if (!direct) {
-                        if (load_b_direct) load_b_chunk(0);
+                        if (load_b_direct) load_b_chunk(0), b_cols = kTileN;
                         if (a.a_transposed || dma_t.a)
                             for (uint32_t c0 = 0; c0 < mb; c0 += kTileN) load_a_chunk(c0, std::min(kTileN, mb - c0));
                     }
 
-                    // ---- compute and evacuate
-                    for (uint32_t nc = 0, chunk = 0; nc < nb; nc += kTileN, ++chunk) {
-                        const uint32_t ns = std::min(kTileN, nb - nc);
-                        if (load_b_direct && nc + kTileN < nb) load_b_chunk(nc + kTileN);
+                    // ---- compute and evacuate: chunks of 512 columns, kPairedChunks at a time
+                    const bool first_block = bi == 0 && n0 == 0 && m0 == 0 && k0 == 0;
+                    for (uint32_t nc = 0, chunk = 0, nchunks = 0; nc < nb; nc += nchunks * kTileN, chunk += nchunks) {
+                        nchunks = chunks_in_group(first_block, nc, nb);
+                        // B's chunks through the next group are loaded (prefetched one group ahead),
+                        // after the first tile's addend and prologue loads.
+                        auto prefetch_b = [&] {
+                            if (!load_b_direct) return;
+                            const uint32_t next = nc + nchunks * kTileN;
+                            const uint32_t upto = next < nb ? next + chunks_in_group(false, next, nb) * kTileN : nb;
+                            for (; b_cols < std::min(nb, upto); b_cols += kTileN) load_b_chunk(b_cols);
+                        };
                         const size_t next_chunk_needs = chunk + 1 < b_jobs_end.size() ? b_jobs_end[chunk + 1] : jobs.size();
                         for (uint32_t mt = 0; mt < mb; mt += kTileM) {
                             const uint32_t ms = std::min(kTileM, mb - mt);
@@ -487,31 +510,40 @@ void build_matmul(KernelBuilder& kb, const MatmulArgs& args) {
                             const size_t tiles_left = ceil_div(mb - mt, kTileM);
                             run_jobs(std::max(needed, jobs_done + ceil_div(static_cast<uint32_t>(next_chunk_needs - jobs_done),
                                                                            static_cast<uint32_t>(tiles_left))));
-                            const Tile* addend_tile = nullptr;
-                            if (!k_blocked || last_k) {
-                                addend_tile = prepare_addend(bi, m0 + mt, ms, n0 + nc, ns);
-                                if (a.prologue) a.prologue(kb, bi, m0 + mt, ms, n0 + nc, ns, hook_dma);
+                            std::array<const Tile*, 2> addend_tile{};
+                            std::array<AccessPattern, 2> out;
+                            std::array<uint32_t, 2> cols{}, ns{};
+                            for (uint32_t g = 0; g < nchunks; ++g) {
+                                cols[g] = nc + g * kTileN;
+                                ns[g] = std::min(kTileN, nb - cols[g]);
+                                if (!k_blocked || last_k) {
+                                    addend_tile[g] = prepare_addend(bi, m0 + mt, ms, n0 + cols[g], ns[g]);
+                                    if (a.prologue) a.prologue(kb, bi, m0 + mt, ms, n0 + cols[g], ns[g], hook_dma);
+                                }
+                                out[g] = psum[psum_next].region(0, ms, 0, ns[g]);
+                                psum_next = (psum_next + 1) % static_cast<int>(psum.size());
                             }
-                            const Tile& ps = psum[psum_next];
-                            psum_next = (psum_next + 1) % static_cast<int>(psum.size());
-                            const AccessPattern out = ps.region(0, ms, 0, ns);
+                            if (mt == 0) prefetch_b();
                             for (uint32_t kt = 0; kt < nkt; ++kt) {
                                 const uint32_t ks = std::min(kTileK, kbsz - kt * kTileK);
-                                kb.matmul(out, panel_ap(ap, kt, blk.MB, ks, mt, ms),
-                                          panel_ap(bp, kt, blk.NB, ks, nc, ns), kt > 0);
+                                for (uint32_t g = 0; g < nchunks; ++g)
+                                    kb.matmul(out[g], panel_ap(ap, kt, blk.MB, ks, mt, ms),
+                                              panel_ap(bp, kt, blk.NB, ks, cols[g], ns[g]), kt > 0);
                             }
                             issue_next();   // after the block's first tile (no-op later)
-                            const Engine evac = (evac_next++ & 1) ? Engine::Scalar : Engine::Vector;
-                            const Engine add_engine = Engine::Vector;
-                            if (!k_blocked) {
-                                finish_tile(out, nullptr, bi, m0 + mt, ms, n0 + nc, ns, evac, addend_tile);
-                                continue;
+                            for (uint32_t g = 0; g < nchunks; ++g) {
+                                const Engine evac = (evac_next++ & 1) ? Engine::Scalar : Engine::Vector;
+                                const Engine add_engine = Engine::Vector;
+                                if (!k_blocked) {
+                                    finish_tile(out[g], nullptr, bi, m0 + mt, ms, n0 + cols[g], ns[g], evac, addend_tile[g]);
+                                    continue;
+                                }
+                                // fp32 partial sums in SBUF across K blocks; the total is rounded once.
+                                const AccessPattern acc_ap = acc[mt / kTileM].region(0, ms, cols[g], ns[g]);
+                                if (first_k) kb.tensor_copy(acc_ap, out[g], evac);
+                                else if (last_k) finish_tile(acc_ap, &out[g], bi, m0 + mt, ms, n0 + cols[g], ns[g], evac, addend_tile[g]);
+                                else kb.tensor_tensor(acc_ap, acc_ap, out[g], AluOp::add, add_engine);
                             }
-                            // fp32 partial sums in SBUF across K blocks; the total is rounded once.
-                            const AccessPattern acc_ap = acc[mt / kTileM].region(0, ms, nc, ns);
-                            if (first_k) kb.tensor_copy(acc_ap, out, evac);
-                            else if (last_k) finish_tile(acc_ap, &out, bi, m0 + mt, ms, n0 + nc, ns, evac, addend_tile);
-                            else kb.tensor_tensor(acc_ap, acc_ap, out, AluOp::add, add_engine);
                         }
                     }
                     issue_next();
