@@ -605,7 +605,7 @@ void sdpa_backward(KernelBuilder& kb, const TensorDesc& dq, const TensorDesc& dk
     const uint64_t free_bytes = kb.chip().sbuf.bytes_per_partition - head_bytes;
     auto work_bytes = [&](uint32_t g) {
         return kRing * uint64_t(g) * kRows * (4 + 3 * es + (mask.t ? 4 : 0)) + (mask.t ? uint64_t(g) * kRows * 4 : 0) +
-               (2 * uint64_t(g) * (D + Dv) + kDqOut * D) * es + 4 * Dv;
+               (2 * uint64_t(g) * (D + Dv) * (dma_t ? 2 : 1) + kDqOut * D) * es + 4 * Dv;
     };
     uint32_t group = kMaxGroup;
     while (group > 1 && work_bytes(group) > free_bytes) group /= 2;
@@ -623,11 +623,17 @@ void sdpa_backward(KernelBuilder& kb, const TensorDesc& dq, const TensorDesc& dk
     // dK and dV of a whole key group leave PSUM together: two groups' worth, so that no
     // evacuation waits for the store of an earlier tile. The dQ tiles of a head's last group
     // leave one per block, each store taking about two blocks' time: a ring of kDqOut.
-    std::array<Tile, 2> dk_out, dv_out;
+    // With DMA transposes, dK^T and dV^T [D, keys] accumulate instead (see stage B) and reach
+    // dk_out/dv_out through SBUF-to-SBUF DMA transposes from dkt_out/dvt_out.
+    std::array<Tile, 2> dk_out, dv_out, dkt_out, dvt_out;
     std::array<Tile, kDqOut> dq_out;
     for (int i = 0; i < 2; ++i) {
         dk_out[i] = kb.alloc_sbuf(kRows, {group * D}, dk.dtype);
         dv_out[i] = kb.alloc_sbuf(kRows, {group * Dv}, dv.dtype);
+        if (dma_t) {
+            dkt_out[i] = kb.alloc_sbuf(D, {cols}, dk.dtype);
+            dvt_out[i] = kb.alloc_sbuf(Dv, {cols}, dv.dtype);
+        }
     }
     for (Tile& t : dq_out) t = kb.alloc_sbuf(kRows, {D}, dq.dtype);
     Tile mask_tile;
@@ -642,7 +648,8 @@ void sdpa_backward(KernelBuilder& kb, const TensorDesc& dq, const TensorDesc& dk
         ps_dst[i] = kb.alloc_psum(kRows, 2 * kRows, dt);   // dS^T of two kv tiles side by side
         ps_dq[i] = kb.alloc_psum(kRows, D);
     }
-    const Tile ps_dk = kb.alloc_psum(kRows, group * D), ps_dv = kb.alloc_psum(kRows, group * Dv);
+    const Tile ps_dk = dma_t ? kb.alloc_psum(D, cols) : kb.alloc_psum(kRows, group * D),
+               ps_dv = dma_t ? kb.alloc_psum(Dv, cols) : kb.alloc_psum(kRows, group * Dv);
     int ps_load_next = 0, dst_next = 0;
     uint32_t groups_finished = 0;
 
@@ -758,6 +765,20 @@ void sdpa_backward(KernelBuilder& kb, const TensorDesc& dq, const TensorDesc& dk
                 // dK and dV of a group: out of PSUM (zero for keys no query sees) and stored.
                 auto finish_group = [&](const Group& gr) {
                     const int ob = static_cast<int>(groups_finished++ & 1);
+                    if (dma_t && !gr.tiles.empty()) {   // dK^T, dV^T: out of PSUM, transposed by DMA, stored
+                        kb.tensor_copy(dkt_out[ob].region(0, D, 0, gr.nkg), ps_dk.region(0, D, 0, gr.nkg), evac());
+                        kb.tensor_copy(dvt_out[ob].region(0, Dv, 0, gr.nkg), ps_dv.region(0, Dv, 0, gr.nkg), evac());
+                        for (uint32_t c = 0; c < gr.ng; ++c) {
+                            const uint32_t kc = gr.k0 + c * kRows, nk = gr.keys_of(c);
+                            const AccessPattern dko = dk_out[ob].region(0, nk, c * D, D),
+                                                dvo = dv_out[ob].region(0, nk, c * Dv, Dv);
+                            kb.dma_transpose(dko, dkt_out[ob].region(0, D, c * kRows, nk), dmaq.store());
+                            kb.dma_transpose(dvo, dvt_out[ob].region(0, Dv, c * kRows, nk), dmaq.store());
+                            kb.dma_copy(dK.rows(b, h, kc, nk), dko, dmaq.store());
+                            kb.dma_copy(dV.rows(b, h, kc, nk), dvo, dmaq.store());
+                        }
+                        return;
+                    }
                     for (uint32_t c = 0; c < gr.ng; ++c) {
                         const uint32_t kc = gr.k0 + c * kRows, nk = gr.keys_of(c);
                         const AccessPattern dko = dk_out[ob].region(0, nk, c * D, D),
@@ -845,14 +866,25 @@ void sdpa_backward(KernelBuilder& kb, const TensorDesc& dq, const TensorDesc& dk
                     // the same key count, leaves it with one copy.
                     const Tile* ps = nullptr;
                     bool pending = false;   // tile c - 1's dS^T waits in ps for its pair's copy
+                    // With DMA transposes: dV^T += dO^T P and dK^T += Q^T dS over the whole group,
+                    // one 512-column matmul each, with dO and Q as the stationaries (each loaded
+                    // once, not once per kv tile). Keys no query of this tile sees have P = dS = 0.
+                    if (dma_t) {
+                        kb.matmul(ps_dv.region(0, Dv, 0, gr.nkg), tile_rows(do_nat, i, nq, Dv),
+                                  p_sb[ri].region(0, nq, 0, gr.nkg), n > 0);
+                        kb.matmul(ps_dk.region(0, D, 0, gr.nkg), tile_rows(q_nat, i, nq, D),
+                                  ds_mm[ri].region(0, nq, 0, gr.nkg), n > 0);
+                    }
                     for (uint32_t c = 0; c < gr.ng; ++c) {
                         if (n < gr.first_block[c]) continue;   // causal: no query of this tile sees these keys
                         const uint32_t nk = gr.keys_of(c);
                         const AccessPattern dsm = ds_mm[ri].region(0, nq, c * kRows, nk);
                         const bool acc = n > gr.first_block[c];
-                        kb.matmul(ps_dv.region(0, nk, c * Dv, Dv), p_sb[ri].region(0, nq, c * kRows, nk),
-                                  tile_rows(do_nat, i, nq, Dv), acc);
-                        kb.matmul(ps_dk.region(0, nk, c * D, D), dsm, tile_rows(q_nat, i, nq, D), acc);
+                        if (!dma_t) {
+                            kb.matmul(ps_dv.region(0, nk, c * Dv, Dv), p_sb[ri].region(0, nq, c * kRows, nk),
+                                      tile_rows(do_nat, i, nq, Dv), acc);
+                            kb.matmul(ps_dk.region(0, nk, c * D, D), dsm, tile_rows(q_nat, i, nq, D), acc);
+                        }
                         const uint32_t half = c % 2;
                         if (half == 0) ps = &ps_dst[dst_next ^= 1];
                         kb.transpose(ps->region(0, nk, half * kRows, nq), dsm);
