@@ -383,7 +383,7 @@ void sdpa_forward(KernelBuilder& kb, const TensorDesc& out, const TensorDesc& ls
     };
     auto stage_s = [&](size_t g) {
         const Row& row = rows[blocks[g].row];
-        const uint32_t n = blocks[g].n, k0 = blocks[g].k0, nk = blocks[g].nk, nq = row.nq;
+        const uint32_t k0 = blocks[g].k0, nk = blocks[g].nk, nq = row.nq;
         const int bi = static_cast<int>(g % kRing);
         const AccessPattern sp = ps_s[g % ps_s.size()].region(0, nq, 0, nk);
         for (uint32_t c0 = 0; c0 < nk; c0 += kScoreCols)   // one matmul per PSUM bank
@@ -602,23 +602,42 @@ void sdpa_backward(KernelBuilder& kb, const TensorDesc& dq, const TensorDesc& dk
     constexpr uint32_t kMaxGroup = kScoreCols / kRows;
     constexpr int kRing = 3;
     constexpr uint32_t kDqOut = 4;
+    // With DMA transposes, dS^T reaches SBUF by an SBUF-to-SBUF DMA transpose instead of the
+    // TensorE: a transfer takes a few blocks' time, so dS and dS^T live in deeper rings and the
+    // dQ stage runs kDmaLag blocks behind the dK/dV stage (dQ only adds up, so late is fine).
+    // Where even one kv tile's deeper rings do not fit, dS^T goes through the TensorE.
+    constexpr int kDmaLag = 4, kDsRing = kDmaLag + 2;
+    bool dst_dma = dma_t;
     const uint64_t free_bytes = kb.chip().sbuf.bytes_per_partition - head_bytes;
     auto work_bytes = [&](uint32_t g) {
-        return kRing * uint64_t(g) * kRows * (4 + 3 * es + (mask.t ? 4 : 0)) + (mask.t ? uint64_t(g) * kRows * 4 : 0) +
-               (2 * uint64_t(g) * (D + Dv) * (dma_t ? 2 : 1) + kDqOut * D) * es + 4 * Dv;
+        const uint64_t c = uint64_t(g) * kRows;   // a group's keys
+        auto tile = [](uint64_t bytes) { return (bytes + 63) / 64 * 64; };   // allocations are 64-byte aligned
+        return kRing * (tile(c * es) + tile(c * 4) + (mask.t ? tile(c * 4) : 0)) + (dst_dma ? kDsRing : kRing) * 2 * tile(c * es) +
+               (mask.t ? tile(c * 4) : 0) + 2 * (tile(g * D * es) + tile(g * Dv * es)) + (dma_t ? 4 * tile(c * es) : 0) +
+               kDqOut * tile(D * es) + tile(4 * Dv);
     };
     uint32_t group = kMaxGroup;
     while (group > 1 && work_bytes(group) > free_bytes) group /= 2;
+    if (dst_dma && work_bytes(group) > free_bytes) {
+        dst_dma = false;
+        group = kMaxGroup;
+        while (group > 1 && work_bytes(group) > free_bytes) group /= 2;
+    }
+    const int c_lag = dst_dma ? kDmaLag : 1;
+    const int ds_ring = dst_dma ? kDsRing : kRing;
     const uint32_t cols = group * kRows;
     // P is stored in the operands' dtype straight from the exp: the TensorE reads it, and
     // dS = P * dS' (fp32) takes it as it is.
-    std::array<Tile, kRing> p_sb, ds_f32, ds_mm, dst_sb, s_sb;
+    std::array<Tile, kRing> p_sb, ds_f32, s_sb;
+    std::array<Tile, kDsRing> ds_mm, dst_sb;
     for (int i = 0; i < kRing; ++i) {
         p_sb[i] = kb.alloc_sbuf(kRows, {cols}, dt);
         ds_f32[i] = kb.alloc_sbuf(kRows, {cols}, DType::f32);
+        if (mask.t) s_sb[i] = kb.alloc_sbuf(kRows, {cols}, DType::f32);
+    }
+    for (int i = 0; i < ds_ring; ++i) {
         ds_mm[i] = kb.alloc_sbuf(kRows, {cols}, dt);
         dst_sb[i] = kb.alloc_sbuf(kRows, {cols}, dt);   // 'group' [128 keys, 128 queries] tiles
-        if (mask.t) s_sb[i] = kb.alloc_sbuf(kRows, {cols}, DType::f32);
     }
     // dK and dV of a whole key group leave PSUM together: two groups' worth, so that no
     // evacuation waits for the store of an earlier tile. The dQ tiles of a head's last group
@@ -658,12 +677,14 @@ void sdpa_backward(KernelBuilder& kb, const TensorDesc& dq, const TensorDesc& dk
     std::vector<char> q_tile_ready(nqt), dq_started(nqt), dq_stored(nqt);
     for (int64_t b = 0; b < s.B; ++b)
         for (int64_t h = 0; h < s.H; ++h) {
-            // The head's operands are loaded in the order the blocks use them: the first key
-            // group's k and v, then q, dO, O and lse tile by tile, then the other key groups.
-            // Each tile's transposes and Di are made just before its first block, so the blocks
-            // start as soon as their own tiles are in, while the rest still streams in (and the
-            // previous head's last blocks still run). kv tile j of the key block starting at
-            // tile kb0 lives in slot j - kb0.
+            // The head's operands are loaded in the order the blocks use them, each a few blocks
+            // before its first use (issued from stage M, so that loads and the blocks' own DMAs
+            // share the queues in order): the first key group's k and v, then q, dO, O and lse
+            // tile by tile kLoadAhead tiles ahead, each key group's successor when the group
+            // starts. Each tile's transposes and Di are made just before its first block, so the
+            // blocks start as soon as their own tiles are in (while the previous head's last
+            // blocks still run). kv tile j of the key block starting at tile kb0 lives in slot
+            // j - kb0.
             auto load_kv_tile = [&](uint32_t j, uint32_t kb0) {
                 const uint32_t k0 = j * kRows, nk = kv_rows_of(j), slot = j - kb0;
                 if (dma_t) {
@@ -685,10 +706,16 @@ void sdpa_backward(KernelBuilder& kb, const TensorDesc& dq, const TensorDesc& dk
                 kb.dma_copy(tile_rows(o_nat, i, nq, Dv), O.rows(b, h, q0, nq), dmaq.load());
                 kb.dma_copy(neg_lse.region(0, nq, i, 1), lse_rows(lse, b, h, q0, nq), dmaq.load());
             };
-            const uint32_t first_block_tiles = std::min(block_tiles, nkt);
-            for (uint32_t j = 0; j < std::min(group, first_block_tiles); ++j) load_kv_tile(j, 0);
-            for (uint32_t i = 0; i < nqt; ++i) load_q_tile(i);
-            for (uint32_t j = group; j < first_block_tiles; ++j) load_kv_tile(j, 0);
+            constexpr uint32_t kLoadAhead = 8;
+            uint32_t q_next = 0, kv_next = 0, kv_base = 0;   // tiles loaded so far
+            auto load_q_upto = [&](uint32_t end) {
+                for (end = std::min(end, nqt); q_next < end; ++q_next) load_q_tile(q_next);
+            };
+            auto load_kv_upto = [&](uint32_t end) {
+                for (end = std::min(end, nkt); kv_next < end; ++kv_next) load_kv_tile(kv_next, kv_base);
+            };
+            load_kv_upto(std::min(group, block_tiles));
+            load_q_upto(kLoadAhead);
             std::fill(q_tile_ready.begin(), q_tile_ready.end(), 0);
             std::fill(dq_started.begin(), dq_started.end(), 0);
             std::fill(dq_stored.begin(), dq_stored.end(), 0);
@@ -721,8 +748,8 @@ void sdpa_backward(KernelBuilder& kb, const TensorDesc& dq, const TensorDesc& dk
 
             for (uint32_t kb0 = 0; kb0 < nkt; kb0 += block_tiles) {
                 const uint32_t block_end = std::min(nkt, kb0 + block_tiles);
-                if (kb0 > 0)
-                    for (uint32_t j = kb0; j < block_end; ++j) load_kv_tile(j, kb0);
+                kv_base = kb0;
+                load_kv_upto(std::min(block_end, kb0 + group));
                 // The key groups of this key block. Their blocks (one q tile against one group)
                 // form one stream, so the pipeline does not drain between groups: a group's dK
                 // and dV leave PSUM after its last block's B stage, while the next group's first
@@ -801,18 +828,21 @@ void sdpa_backward(KernelBuilder& kb, const TensorDesc& dq, const TensorDesc& dk
                 for (uint32_t k = 0; k < groups.size(); ++k)
                     for (uint32_t i : groups[k].tiles) last_group[i] = k;
                 // Per block g of the stream, five stages issued as M(g+1), E(g), D(g), B(g-1),
-                // C(g-2), so that each engine's in-order queue holds work whose inputs are there:
+                // C(g-1-c_lag), so that each engine's in-order queue holds work whose inputs are there:
                 //   M: S = Q K^T and dP = dO V^T over the key group (TensorE);
                 //   E: P = exp(scale * S - lse) in the operands' dtype and dS' = scale * (dP - Di) in
                 //      fp32, out of PSUM (ScalarE);
                 //   D: dS = P * dS' (GpSimdE and VectorE);
-                //   B: per kv tile, dV += P^T dO, dK += dS^T Q, and dS^T on the TensorE, out of PSUM;
+                //   B: dV += P^T dO and dK += dS^T Q (with DMA transposes: dV^T and dK^T over the
+                //      group), and dS^T: by SBUF-to-SBUF DMA transposes where the rings fit (dst_dma),
+                //      else on the TensorE and out of PSUM;
                 //   C: dQ = sum over the group's kv tiles of dS K, added to the SBUF accumulator.
                 auto stage_m = [&](size_t g) {
                     const Group& gr = groups[stream[g].group];
                     const size_t n = stream[g].n;
                     const uint32_t i = gr.tiles[n], q0 = i * kRows, nq = rows_of(i);
                     const int r = static_cast<int>(g % 2);
+                    if (n == 0) load_kv_upto(gr.j0 + gr.ng);   // the group's own kv tiles
                     if (n == 0 && !dma_t)   // the group's k^T and v^T
                         for (uint32_t c = 0; c < gr.ng; ++c) {
                             const uint32_t slot = gr.j0 - kb0 + c, nk = gr.keys_of(c);
@@ -821,6 +851,8 @@ void sdpa_backward(KernelBuilder& kb, const TensorDesc& dq, const TensorDesc& dk
                             transpose_into(kb, v_t, slot * kRows, tile_rows(v_nat, slot, nk, Dv), nk, Dv,
                                            ps_load[ps_load_next ^= 1], evac);
                         }
+                    load_q_upto(i + 1 + kLoadAhead);
+                    if (n == 0) load_kv_upto(std::min(block_end, gr.j0 + 2 * group));   // and its successor's
                     prepare_q_tile(i);
                     kb.matmul(ps_s[r].region(0, nq, 0, gr.nkg), q_t.region(0, D, q0, nq), k_t.region(0, D, gr.lk0, gr.nkg),
                               false);
@@ -850,7 +882,7 @@ void sdpa_backward(KernelBuilder& kb, const TensorDesc& dq, const TensorDesc& dk
                     const Group& gr = groups[stream[g].group];
                     const uint32_t nq = rows_of(gr.tiles[stream[g].n]), nkg = gr.nkg, split = std::max(1u, nkg * 3 / 4);
                     const int ri = static_cast<int>(g % kRing);
-                    const Tile &pt = p_sb[ri], &dsf = ds_f32[ri], &dsm = ds_mm[ri];
+                    const Tile &pt = p_sb[ri], &dsf = ds_f32[ri], &dsm = ds_mm[g % ds_ring];
                     kb.tensor_tensor(dsm.region(0, nq, 0, split), dsf.region(0, nq, 0, split), pt.region(0, nq, 0, split),
                                      AluOp::mul, Engine::GpSimd);
                     if (split < nkg)
@@ -861,7 +893,7 @@ void sdpa_backward(KernelBuilder& kb, const TensorDesc& dq, const TensorDesc& dk
                     const Group& gr = groups[stream[g].group];
                     const size_t n = stream[g].n;
                     const uint32_t i = gr.tiles[n], nq = rows_of(i);
-                    const int ri = static_cast<int>(g % kRing);
+                    const int ri = static_cast<int>(g % kRing), rd = static_cast<int>(g % ds_ring);
                     // dS^T of kv tiles c and c + 1 goes to one PSUM tile and, for full q tiles of
                     // the same key count, leaves it with one copy.
                     const Tile* ps = nullptr;
@@ -873,12 +905,20 @@ void sdpa_backward(KernelBuilder& kb, const TensorDesc& dq, const TensorDesc& dk
                         kb.matmul(ps_dv.region(0, Dv, 0, gr.nkg), tile_rows(do_nat, i, nq, Dv),
                                   p_sb[ri].region(0, nq, 0, gr.nkg), n > 0);
                         kb.matmul(ps_dk.region(0, D, 0, gr.nkg), tile_rows(q_nat, i, nq, D),
-                                  ds_mm[ri].region(0, nq, 0, gr.nkg), n > 0);
+                                  ds_mm[rd].region(0, nq, 0, gr.nkg), n > 0);
+                    }
+                    if (dst_dma) {   // dS^T by DMA, read by stage C kDmaLag blocks later
+                        for (uint32_t c = 0; c < gr.ng; ++c)
+                            if (n >= gr.first_block[c])
+                                kb.dma_transpose(dst_sb[rd].region(0, gr.keys_of(c), c * kRows, nq),
+                                                 ds_mm[rd].region(0, nq, c * kRows, gr.keys_of(c)), dmaq.load());
+                        if (n + 1 == gr.tiles.size()) finish_group(gr);
+                        return;
                     }
                     for (uint32_t c = 0; c < gr.ng; ++c) {
                         if (n < gr.first_block[c]) continue;   // causal: no query of this tile sees these keys
                         const uint32_t nk = gr.keys_of(c);
-                        const AccessPattern dsm = ds_mm[ri].region(0, nq, c * kRows, nk);
+                        const AccessPattern dsm = ds_mm[rd].region(0, nq, c * kRows, nk);
                         const bool acc = n > gr.first_block[c];
                         if (!dma_t) {
                             kb.matmul(ps_dv.region(0, nk, c * Dv, Dv), p_sb[ri].region(0, nq, c * kRows, nk),
@@ -889,14 +929,14 @@ void sdpa_backward(KernelBuilder& kb, const TensorDesc& dq, const TensorDesc& dk
                         if (half == 0) ps = &ps_dst[dst_next ^= 1];
                         kb.transpose(ps->region(0, nk, half * kRows, nq), dsm);
                         if (pending) {
-                            kb.tensor_copy(dst_sb[ri].region(0, nk, (c - 1) * kRows, 2 * kRows),
+                            kb.tensor_copy(dst_sb[rd].region(0, nk, (c - 1) * kRows, 2 * kRows),
                                            ps->region(0, nk, 0, 2 * kRows), Engine::Vector);
                             pending = false;
                         } else if (half == 0 && nq == kRows && c + 1 < gr.ng && n >= gr.first_block[c + 1] &&
                                    gr.keys_of(c + 1) == nk) {
                             pending = true;
                         } else {
-                            kb.tensor_copy(dst_sb[ri].region(0, nk, c * kRows, nq), ps->region(0, nk, half * kRows, nq),
+                            kb.tensor_copy(dst_sb[rd].region(0, nk, c * kRows, nq), ps->region(0, nk, half * kRows, nq),
                                            Engine::Vector);
                         }
                     }
@@ -906,13 +946,13 @@ void sdpa_backward(KernelBuilder& kb, const TensorDesc& dq, const TensorDesc& dk
                     const Group& gr = groups[stream[g].group];
                     const size_t n = stream[g].n;
                     const uint32_t i = gr.tiles[n], nq = rows_of(i);
-                    const int ri = static_cast<int>(g % kRing);
+                    const int rd = static_cast<int>(g % ds_ring);
                     const AccessPattern dqp = ps_dq[g % 2].region(0, nq, 0, D);
                     bool started = false;
                     for (uint32_t c = 0; c < gr.ng; ++c) {
                         if (n < gr.first_block[c]) continue;
                         const uint32_t nk = gr.keys_of(c);
-                        kb.matmul(dqp, dst_sb[ri].region(0, nk, c * kRows, nq), tile_rows(k_nat, gr.j0 - kb0 + c, nk, D),
+                        kb.matmul(dqp, dst_sb[rd].region(0, nk, c * kRows, nq), tile_rows(k_nat, gr.j0 - kb0 + c, nk, D),
                                   started);
                         started = true;
                     }
@@ -924,14 +964,15 @@ void sdpa_backward(KernelBuilder& kb, const TensorDesc& dq, const TensorDesc& dk
                 };
                 const size_t nb = stream.size();
                 if (nb) stage_m(0);
-                for (size_t g = 0; g < nb + 2; ++g) {
+                const size_t lag = 1 + static_cast<size_t>(c_lag);   // stage C runs at g - lag
+                for (size_t g = 0; g < nb + lag; ++g) {
                     if (g + 1 < nb) stage_m(g + 1);
                     if (g < nb) {
                         stage_e(g);
                         stage_d(g);
                     }
                     if (g >= 1 && g <= nb) stage_b(g - 1);
-                    if (g >= 2) stage_c(g - 2);
+                    if (g >= lag) stage_c(g - lag);
                 }
             }
             for (uint32_t i = 0; i < nqt; ++i)
