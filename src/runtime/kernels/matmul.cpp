@@ -30,9 +30,11 @@ namespace {
 constexpr uint32_t kTileM = 128;   // stationary free size (PE columns)
 constexpr uint32_t kTileK = 128;   // contraction (partitions)
 constexpr uint32_t kTileN = 512;   // moving free size (one PSUM bank of fp32)
-// PSUM banks in flight for matmul outputs: 6 of the 8, or 4 when transposes take the other 4
-// (fewer transpose banks stall the TensorE on the copies out of them).
-constexpr int kPsumRotation = 6;
+// PSUM banks in flight for matmul outputs: all 8 (two groups of four chunks, see group_chunks),
+// or 4 when transposes take the other 4 (fewer transpose banks stall the TensorE on the copies
+// out of them).
+constexpr int kPsumRotation = 8;
+constexpr uint32_t kMaxGroupChunks = 4;   // B chunks per A^T stationary
 constexpr int kPsumRotationWithTransposes = 4;
 constexpr int kTransposeBanks = 4;
 constexpr int kStagingRotation = 8;    // output tiles in flight to HBM
@@ -119,6 +121,7 @@ Blocking choose_blocking(const MatmulArgs& a, uint64_t budget, bool pieces) {
     while (sbuf_need(a, b, b.KB < a.K, pieces) > budget) {
         if (b.KB > 2048) b.KB = round_up(b.KB / 2, kTileK);
         else if (b.MB > kTileM * 4) b.MB = round_up(b.MB / 2, kTileM);
+        else if (b.KB > 1024 && b.NB > 2 * kTileN) b.KB = round_up(b.KB / 2, kTileK);   // keeps 4-chunk groups
         else if (b.NB > kTileN) b.NB = round_up(b.NB / 2, kTileN);
         else if (b.KB > kTileK) b.KB = round_up(b.KB / 2, kTileK);
         else if (b.MB > kTileM) b.MB = round_up(b.MB / 2, kTileM);
@@ -189,12 +192,16 @@ void build_matmul(KernelBuilder& kb, const MatmulArgs& args) {
     // store never waits behind a load.
     const uint32_t store_queues = std::max(1u, chip.dma.queues / 4);
     const uint32_t load_queues = chip.dma.queues;   // stores use the last store_queues of them
+    // Loads take every queue until the first store; after it they keep off the store queues,
+    // where they would wait behind the bursts of stores at the end of each block.
     uint32_t load_next = 0, store_next = 0;
-    auto load = [&](const AccessPattern& dst, const AccessPattern& src) {
-        kb.dma_copy(dst, src, static_cast<int>(load_next++ % load_queues));
+    bool stored = false;
+    auto load_queue = [&] {
+        return static_cast<int>(load_next++ % (stored ? load_queues - store_queues : load_queues));
     };
+    auto load = [&](const AccessPattern& dst, const AccessPattern& src) { kb.dma_copy(dst, src, load_queue()); };
     auto load_transposed = [&](const AccessPattern& dst, const AccessPattern& src) {
-        kb.dma_transpose(dst, src, static_cast<int>(load_next++ % load_queues));
+        kb.dma_transpose(dst, src, load_queue());
     };
     // A store is split by partition groups over the store queues to shorten the kernel's tail.
     auto store = [&](const AccessPattern& dst, const AccessPattern& src) {
@@ -210,6 +217,7 @@ void build_matmul(KernelBuilder& kb, const MatmulArgs& args) {
             s.partitions = static_cast<uint16_t>(np);
             kb.dma_copy(d, s, static_cast<int>(load_queues - store_queues + store_next++ % store_queues));
         }
+        stored = true;
     };
     // The prologue's and epilogue's transfers rotate over the queues before the store queues.
     uint32_t hook_next = 0;
@@ -221,10 +229,11 @@ void build_matmul(KernelBuilder& kb, const MatmulArgs& args) {
     int a_buf = 0, b_buf = 0;
     std::tuple<int64_t, uint32_t, uint32_t> b_loaded_key{-1, 0, 0};
     // A broadcast addend row (row stride 0, beta 1) is loaded once per column chunk (one entry per
-    // chunk of a pair, see kPairedChunks).
+    // chunk of a group, see group_chunks).
     const bool addend_reusable = has_addend && addend.row_stride == 0 && addend.beta == 1.0f;
-    std::array<int64_t, 2> d_loaded_key{-1, -1};
-    std::array<int, 2> d_loaded_slot{};
+    std::array<int64_t, kMaxGroupChunks> d_loaded_key;
+    d_loaded_key.fill(-1);
+    std::array<int, kMaxGroupChunks> d_loaded_slot{};
 
     // The addend rows of one output tile, loaded into the next d_in slot (split by partition
     // groups over the load queues, so the load takes one group's time); a broadcast row is
@@ -233,7 +242,7 @@ void build_matmul(KernelBuilder& kb, const MatmulArgs& args) {
     auto prepare_addend = [&](uint32_t bi, uint32_t row0, uint32_t ms, uint32_t col0, uint32_t ns) -> const Tile* {
         if (!has_addend) return nullptr;
         const int64_t key = static_cast<int64_t>(bi) * addend.batch_stride + static_cast<int64_t>(col0) * addend.col_stride;
-        const size_t entry = (col0 / kTileN) & 1;
+        const size_t entry = (col0 / kTileN) % kMaxGroupChunks;
         if (addend_reusable && key == d_loaded_key[entry]) return &d_in[d_loaded_slot[entry]];
         const Tile* dt = &d_in[d_next];
         const uint32_t rows = addend_reusable ? std::min(kTileM, a.M) : ms;
@@ -383,12 +392,13 @@ void build_matmul(KernelBuilder& kb, const MatmulArgs& args) {
     // tile: issued at the top of their own block, they would queue on the DMA engines behind the
     // current block's last stores and leave the TensorE waiting at every block boundary.
     const bool direct = (a.a_transposed || dma_t.a) && (!a.b_transposed || dma_t.b);
-    // In direct mode each A^T tile serves two 512-column chunks of B back to back, so the
-    // TensorE loads each stationary once per two matmuls (load_stationary_background). The
-    // kernel's first chunk runs alone, so that the first matmuls wait for one chunk of B only.
-    const uint32_t kPairedChunks = direct ? 2 : 1;
+    // In direct mode each A^T tile serves up to four 512-column chunks of B back to back, so the
+    // TensorE loads each stationary once per four matmuls (load_stationary_background; the
+    // blocking keeps NB at 2048 where it can). The kernel's first chunk runs alone, so that the
+    // first matmuls wait for one chunk of B only.
+    const uint32_t group_chunks = direct ? kMaxGroupChunks : 1;
     auto chunks_in_group = [&](bool first_block, uint32_t nc, uint32_t nb) {
-        return first_block && nc == 0 ? 1u : std::min(kPairedChunks, ceil_div(nb - nc, kTileN));
+        return first_block && nc == 0 ? 1u : std::min(group_chunks, ceil_div(nb - nc, kTileN));
     };
     struct Issued {
         int a_buf = 0, b_buf = 0;
@@ -490,7 +500,7 @@ void build_matmul(KernelBuilder& kb, const MatmulArgs& args) {
                             for (uint32_t c0 = 0; c0 < mb; c0 += kTileN) load_a_chunk(c0, std::min(kTileN, mb - c0));
                     }
 
-                    // ---- compute and evacuate: chunks of 512 columns, kPairedChunks at a time
+                    // ---- compute and evacuate: chunks of 512 columns, group_chunks at a time
                     const bool first_block = bi == 0 && n0 == 0 && m0 == 0 && k0 == 0;
                     for (uint32_t nc = 0, chunk = 0, nchunks = 0; nc < nb; nc += nchunks * kTileN, chunk += nchunks) {
                         nchunks = chunks_in_group(first_block, nc, nb);
@@ -510,9 +520,9 @@ void build_matmul(KernelBuilder& kb, const MatmulArgs& args) {
                             const size_t tiles_left = ceil_div(mb - mt, kTileM);
                             run_jobs(std::max(needed, jobs_done + ceil_div(static_cast<uint32_t>(next_chunk_needs - jobs_done),
                                                                            static_cast<uint32_t>(tiles_left))));
-                            std::array<const Tile*, 2> addend_tile{};
-                            std::array<AccessPattern, 2> out;
-                            std::array<uint32_t, 2> cols{}, ns{};
+                            std::array<const Tile*, kMaxGroupChunks> addend_tile{};
+                            std::array<AccessPattern, kMaxGroupChunks> out;
+                            std::array<uint32_t, kMaxGroupChunks> cols{}, ns{};
                             for (uint32_t g = 0; g < nchunks; ++g) {
                                 cols[g] = nc + g * kTileN;
                                 ns[g] = std::min(kTileN, nb - cols[g]);
