@@ -141,6 +141,10 @@ TEST_P(OpsAttention, RaggedNonCausalWideBlocks) { RunCase({1, 2, 200, 1100, 64, 
 // (across the diagonal) in one-bank blocks.
 TEST_P(OpsAttention, CausalRowsMixWideAndDiagonalBlocks) { RunCase({1, 2, 1300, 1300, 64, 64, true, 0}, GetParam()); }
 TEST_P(OpsAttention, BoolMaskAndCausal) { RunCase({2, 1, 150, 150, 128, 128, true, 2}, GetParam()); }
+// Whole q tiles without masks: the backward takes dQ four q tiles at a time (dQ^T); five tiles
+// make a full quad and a partial one, against ragged key groups.
+TEST_P(OpsAttention, QuadsOfQueryTiles) { RunCase({1, 2, 640, 1100, 64, 48, false, 0}, GetParam()); }
+TEST_P(OpsAttention, QuadsOfQueryTilesFullHeadDim) { RunCase({2, 1, 512, 384, 128, 128, false, 0}, GetParam()); }
 
 INSTANTIATE_TEST_SUITE_P(OpsAttentionDtypes, OpsAttention, ::testing::Values(DType::f32, DType::bf16),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });

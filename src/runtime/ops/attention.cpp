@@ -574,7 +574,14 @@ void sdpa_backward(KernelBuilder& kb, const TensorDesc& dq, const TensorDesc& dk
     // A head's q side stays on chip: q^T, dO^T, the natural q, dO and O, the dQ accumulator,
     // -lse and Di. Its keys come in blocks of kv tiles (k^T, v^T and the natural k), as many
     // as fit next to it; each block's gradients dK and dV are final, dQ adds up over blocks.
-    const uint64_t q_bytes = es * uint64_t(nqt) * (2 * kRows + D + 2 * Dv) + 4 * uint64_t(nqt) * (D + 2);
+    // dQ of quads (chips with DMA transposes, full q tiles, no mask): the dQ matmuls of four
+    // consecutive q tiles of a key group run as one, K's kv tile as the stationary and the four
+    // tiles' dS^T side by side as the moving (512 columns), into dQ^T [D, 4 x 128]: one
+    // LoadStationary per kv tile and quad instead of one per kv tile and block. dQ^T adds up in
+    // SBUF ([D, Sq] fp32) and reaches [Sq, D] through a DMA transpose at the store.
+    const bool quad_candidate = dma_t && !causal && !mask.t && Sq % kRows == 0;
+    const uint64_t q_bytes =
+        es * uint64_t(nqt) * (2 * kRows + D + 2 * Dv) + 4 * uint64_t(nqt) * ((quad_candidate ? kRows : D) + 2);
     auto kv_bytes = [&](uint32_t tiles) { return es * uint64_t(tiles) * (2 * kRows + D + (dma_t ? 0 : Dv)); };
     const uint64_t budget = kb.chip().sbuf.bytes_per_partition * 3 / 4;
     uint32_t block_tiles = std::max(1u, nkt);
@@ -593,7 +600,7 @@ void sdpa_backward(KernelBuilder& kb, const TensorDesc& dq, const TensorDesc& dk
     const Tile v_t = kb.alloc_sbuf(Dv, {block_tiles * kRows}, dt);
     const Tile v_nat = dma_t ? Tile{} : kb.alloc_sbuf(kRows, {block_tiles * Dv}, dt);
     const Tile neg_lse = kb.alloc_sbuf(kRows, {nqt}, DType::f32), di = kb.alloc_sbuf(kRows, {nqt}, DType::f32);
-    const Tile dq_acc = kb.alloc_sbuf(kRows, {nqt * D}, DType::f32);
+    // (dq_acc: [128 q, nqt * D] per q tile; dqt_acc: [D, Sq] in quad mode; allocated below)
     const Tile prod = kb.alloc_sbuf(kRows, {Dv}, DType::f32);
     // Keys are taken up to kMaxGroup kv tiles (one 512-column PSUM bank of scores) at a time, so
     // that each exp, dS and cast covers up to [128, 512]: as many as the SBUF left next to the
@@ -607,12 +614,15 @@ void sdpa_backward(KernelBuilder& kb, const TensorDesc& dq, const TensorDesc& dk
     // dQ stage runs kDmaLag blocks behind the dK/dV stage (dQ only adds up, so late is fine).
     // Where even one kv tile's deeper rings do not fit, dS^T goes through the TensorE.
     constexpr int kDmaLag = 4, kDsRing = kDmaLag + 2;
+    constexpr uint32_t kQuad = 4, kQuadRing = 3;
     bool dst_dma = dma_t;
     const uint64_t free_bytes = kb.chip().sbuf.bytes_per_partition - head_bytes;
     auto work_bytes = [&](uint32_t g) {
         const uint64_t c = uint64_t(g) * kRows;   // a group's keys
         auto tile = [](uint64_t bytes) { return (bytes + 63) / 64 * 64; };   // allocations are 64-byte aligned
-        return kRing * (tile(c * es) + tile(c * 4) + (mask.t ? tile(c * 4) : 0)) + (dst_dma ? kDsRing : kRing) * 2 * tile(c * es) +
+        const uint64_t dst_bytes = quad_candidate && dst_dma ? kQuadRing * tile(kQuad * c * es) + kDsRing * tile(c * es)
+                                   : (dst_dma ? kDsRing : kRing) * 2 * tile(c * es);
+        return kRing * (tile(c * es) + tile(c * 4) + (mask.t ? tile(c * 4) : 0)) + dst_bytes +
                (mask.t ? tile(c * 4) : 0) + 2 * (tile(g * D * es) + tile(g * Dv * es)) + (dma_t ? 4 * tile(c * es) : 0) +
                kDqOut * tile(D * es) + tile(4 * Dv);
     };
@@ -625,6 +635,9 @@ void sdpa_backward(KernelBuilder& kb, const TensorDesc& dq, const TensorDesc& dk
     }
     const int c_lag = dst_dma ? kDmaLag : 1;
     const int ds_ring = dst_dma ? kDsRing : kRing;
+    const bool quad = quad_candidate && dst_dma;
+    const uint32_t dq_outs = quad ? 2 * kQuad : kDqOut;
+    const Tile dq_acc = quad ? kb.alloc_sbuf(D, {nqt * kRows}, DType::f32) : kb.alloc_sbuf(kRows, {nqt * D}, DType::f32);
     const uint32_t cols = group * kRows;
     // P is stored in the operands' dtype straight from the exp: the TensorE reads it, and
     // dS = P * dS' (fp32) takes it as it is.
@@ -635,17 +648,20 @@ void sdpa_backward(KernelBuilder& kb, const TensorDesc& dq, const TensorDesc& dk
         ds_f32[i] = kb.alloc_sbuf(kRows, {cols}, DType::f32);
         if (mask.t) s_sb[i] = kb.alloc_sbuf(kRows, {cols}, DType::f32);
     }
+    std::array<Tile, kQuadRing> dst_quad;   // quad mode: [128 keys, kv tile, q tile of the quad, 128 queries]
     for (int i = 0; i < ds_ring; ++i) {
         ds_mm[i] = kb.alloc_sbuf(kRows, {cols}, dt);
-        dst_sb[i] = kb.alloc_sbuf(kRows, {cols}, dt);   // 'group' [128 keys, 128 queries] tiles
+        if (!quad) dst_sb[i] = kb.alloc_sbuf(kRows, {cols}, dt);   // 'group' [128 keys, 128 queries] tiles
     }
+    if (quad)
+        for (Tile& t : dst_quad) t = kb.alloc_sbuf(kRows, {kQuad * cols}, dt);
     // dK and dV of a whole key group leave PSUM together: two groups' worth, so that no
     // evacuation waits for the store of an earlier tile. The dQ tiles of a head's last group
     // leave one per block, each store taking about two blocks' time: a ring of kDqOut.
     // With DMA transposes, dK^T and dV^T [D, keys] accumulate instead (see stage B) and reach
     // dk_out/dv_out through SBUF-to-SBUF DMA transposes from dkt_out/dvt_out.
     std::array<Tile, 2> dk_out, dv_out, dkt_out, dvt_out;
-    std::array<Tile, kDqOut> dq_out;
+    std::array<Tile, 2 * kQuad> dq_out, dqt_out;   // dq_outs of them
     for (int i = 0; i < 2; ++i) {
         dk_out[i] = kb.alloc_sbuf(kRows, {group * D}, dk.dtype);
         dv_out[i] = kb.alloc_sbuf(kRows, {group * Dv}, dv.dtype);
@@ -654,18 +670,21 @@ void sdpa_backward(KernelBuilder& kb, const TensorDesc& dq, const TensorDesc& dk
             dvt_out[i] = kb.alloc_sbuf(Dv, {cols}, dv.dtype);
         }
     }
-    for (Tile& t : dq_out) t = kb.alloc_sbuf(kRows, {D}, dq.dtype);
+    for (uint32_t i = 0; i < dq_outs; ++i) {
+        dq_out[i] = kb.alloc_sbuf(kRows, {D}, dq.dtype);
+        if (quad) dqt_out[i] = kb.alloc_sbuf(D, {kRows}, dq.dtype);
+    }
     Tile mask_tile;
     if (mask.t) mask_tile = kb.alloc_sbuf(kRows, {cols}, mask.t->dtype == DType::boolean ? DType::u8 : DType::f32);
     // PSUM: scores and dP of two blocks (a bank each), dV and dK of the key group's kv tiles
     // (a bank each, one region per kv tile), dS^T and dQ of two blocks, the load transposes.
     std::array<Tile, 2> ps_load, ps_s, ps_dp, ps_dst, ps_dq;
     for (int i = 0; i < 2; ++i) {
-        ps_load[i] = kb.alloc_psum(kRows, kRows, dt);
+        if (!dma_t) ps_load[i] = kb.alloc_psum(kRows, kRows, dt);
         ps_s[i] = kb.alloc_psum(kRows, cols);
         ps_dp[i] = kb.alloc_psum(kRows, cols);
-        ps_dst[i] = kb.alloc_psum(kRows, 2 * kRows, dt);   // dS^T of two kv tiles side by side
-        ps_dq[i] = kb.alloc_psum(kRows, D);
+        if (!dst_dma) ps_dst[i] = kb.alloc_psum(kRows, 2 * kRows, dt);   // dS^T of two kv tiles side by side
+        ps_dq[i] = quad ? kb.alloc_psum(D, kQuad * kRows) : kb.alloc_psum(kRows, D);
     }
     const Tile ps_dk = dma_t ? kb.alloc_psum(D, cols) : kb.alloc_psum(kRows, group * D),
                ps_dv = dma_t ? kb.alloc_psum(Dv, cols) : kb.alloc_psum(kRows, group * Dv);
@@ -721,7 +740,17 @@ void sdpa_backward(KernelBuilder& kb, const TensorDesc& dq, const TensorDesc& dk
             std::fill(dq_stored.begin(), dq_stored.end(), 0);
             auto store_dq = [&](uint32_t i) {
                 const uint32_t q0 = i * kRows, nq = rows_of(i);
-                const AccessPattern o = dq_out[i % kDqOut].region(0, nq, 0, D), acc = dq_acc.region(0, nq, i * D, D);
+                const AccessPattern o = dq_out[i % dq_outs].region(0, nq, 0, D);
+                if (quad) {   // dQ^T [D, 128] -> dQ [128, D] through a DMA transpose
+                    const AccessPattern acc = dq_acc.region(0, D, q0, nq), ot = dqt_out[i % dq_outs].region(0, D, 0, nq);
+                    if (!dq_started[i]) kb.memset(acc, 0.0f, Engine::GpSimd);
+                    kb.tensor_copy(ot, acc, (i & 1) ? Engine::GpSimd : Engine::Vector);
+                    kb.dma_transpose(o, ot, dmaq.store());
+                    kb.dma_copy(dQ.rows(b, h, q0, nq), o, dmaq.store());
+                    dq_stored[i] = 1;
+                    return;
+                }
+                const AccessPattern acc = dq_acc.region(0, nq, i * D, D);
                 if (!dq_started[i]) kb.memset(acc, 0.0f, Engine::GpSimd);   // no key reaches it
                 kb.tensor_copy(o, acc, (i & 1) ? Engine::GpSimd : Engine::Vector);
                 kb.dma_copy(dQ.rows(b, h, q0, nq), o, dmaq.store());
@@ -836,7 +865,15 @@ void sdpa_backward(KernelBuilder& kb, const TensorDesc& dq, const TensorDesc& dk
                 //   B: dV += P^T dO and dK += dS^T Q (with DMA transposes: dV^T and dK^T over the
                 //      group), and dS^T: by SBUF-to-SBUF DMA transposes where the rings fit (dst_dma),
                 //      else on the TensorE and out of PSUM;
-                //   C: dQ = sum over the group's kv tiles of dS K, added to the SBUF accumulator.
+                //   C: dQ = sum over the group's kv tiles of dS K, added to the SBUF accumulator (quad
+                //      mode: dQ^T of the quad's four q tiles at once, after its last block).
+                // Quad mode: the quad of block g, numbered across the stream (quads do not straddle groups).
+                std::vector<uint32_t> quad_base(groups.size() + 1, 0);
+                for (size_t k = 0; k < groups.size(); ++k)
+                    quad_base[k + 1] = quad_base[k] + ceil_div(static_cast<uint32_t>(groups[k].tiles.size()), kQuad);
+                auto quad_of = [&](size_t g) {
+                    return quad_base[stream[g].group] + static_cast<uint32_t>(stream[g].n / kQuad);
+                };
                 auto stage_m = [&](size_t g) {
                     const Group& gr = groups[stream[g].group];
                     const size_t n = stream[g].n;
@@ -910,7 +947,9 @@ void sdpa_backward(KernelBuilder& kb, const TensorDesc& dq, const TensorDesc& dk
                     if (dst_dma) {   // dS^T by DMA, read by stage C kDmaLag blocks later
                         for (uint32_t c = 0; c < gr.ng; ++c)
                             if (n >= gr.first_block[c])
-                                kb.dma_transpose(dst_sb[rd].region(0, gr.keys_of(c), c * kRows, nq),
+                                kb.dma_transpose(quad ? dst_quad[quad_of(g) % kQuadRing].region(
+                                                            0, gr.keys_of(c), (c * kQuad + n % kQuad) * kRows, nq)
+                                                      : dst_sb[rd].region(0, gr.keys_of(c), c * kRows, nq),
                                                  ds_mm[rd].region(0, nq, c * kRows, gr.keys_of(c)), dmaq.load());
                         if (n + 1 == gr.tiles.size()) finish_group(gr);
                         return;
@@ -946,6 +985,26 @@ void sdpa_backward(KernelBuilder& kb, const TensorDesc& dq, const TensorDesc& dk
                     const Group& gr = groups[stream[g].group];
                     const size_t n = stream[g].n;
                     const uint32_t i = gr.tiles[n], nq = rows_of(i);
+                    if (quad) {   // after the quad's last block: dQ^T of its tiles (all full, all keys seen)
+                        const size_t first = n - n % kQuad, nt = std::min<size_t>(kQuad, gr.tiles.size() - first);
+                        if (n + 1 != first + nt) return;
+                        const uint32_t i0 = gr.tiles[first], w = static_cast<uint32_t>(nt) * kRows;
+                        const AccessPattern dqp = ps_dq[quad_of(g) % 2].region(0, D, 0, w);
+                        const Tile& dst = dst_quad[quad_of(g) % kQuadRing];
+                        for (uint32_t c = 0; c < gr.ng; ++c) {
+                            const uint32_t nk = gr.keys_of(c);
+                            kb.matmul(dqp, tile_rows(k_nat, gr.j0 - kb0 + c, nk, D),
+                                      dst.region(0, nk, c * kQuad * kRows, w), c > 0);
+                        }
+                        const AccessPattern acc = dq_acc.region(0, D, i0 * kRows, w);
+                        if (dq_started[i0]) kb.tensor_tensor(acc, acc, dqp, AluOp::add);
+                        else kb.tensor_copy(acc, dqp);
+                        for (size_t t = first; t < first + nt; ++t) {
+                            dq_started[gr.tiles[t]] = 1;
+                            if (block_end == nkt && stream[g].group == last_group[gr.tiles[t]]) store_dq(gr.tiles[t]);
+                        }
+                        return;
+                    }
                     const int rd = static_cast<int>(g % ds_ring);
                     const AccessPattern dqp = ps_dq[g % 2].region(0, nq, 0, D);
                     bool started = false;
