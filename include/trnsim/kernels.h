@@ -20,6 +20,17 @@ struct MatmulAddend {
     float beta = 1.0f;
 };
 
+// Optional second output of a matmul: the sums over the M rows of A, one per column of A (the
+// bias gradient of a Linear layer when A is its output gradient), as K contiguous elements of
+// 'dtype', accumulated in fp32 and rounded once. They are reduced on the GpSimd from the A^T
+// panels the matmul loads anyway, so A is read from HBM only once.
+struct MatmulColumnSums {
+    bool present = false;
+    uint64_t addr = 0;                  // HBM byte address (offset within argument 'arg' when arg != 0)
+    uint8_t arg = 0;                    // launch argument (AccessPattern::arg), 0 = absolute
+    DType dtype = DType::f32;
+};
+
 // A DMA from src to dst that build_matmul issues for its prologue and epilogue hooks: on the
 // queues it keeps for loads (never its store queues), in rotation.
 using MatmulDma = std::function<void(const AccessPattern& dst, const AccessPattern& src)>;
@@ -49,6 +60,8 @@ struct MatmulArgs {
     int64_t a_batch_stride = 0, b_batch_stride = 0, c_batch_stride = 0;
     float alpha = 1.0f;                 // scales A @ B (before the addend and 'accumulate')
     MatmulAddend addend;
+    // Column sums of A (see MatmulColumnSums); only with batch == 1.
+    MatmulColumnSums a_column_sums;
     // Optional: called for each output tile (C[row0.., col0..], [rows, cols], of problem 'batch')
     // before its matmuls are issued, so that what its epilogue reads (residuals, other operands)
     // can be loaded into SBUF while the tile computes ('load': see MatmulDma). Tiles reach the

@@ -281,3 +281,142 @@ TEST(KernelMatmul, PrologueLoadsKeepTheEpilogueOffTheCriticalPath) {
     EXPECT_LT(with_residual, 1.04 * plain) << "plain " << plain * 1e-6 << " us, with residual " << with_residual * 1e-6
                                            << " us";
 }
+
+namespace {
+
+struct ColumnSumsCase {
+    uint32_t M, K, N;
+    bool a_transposed;
+    DType sums_dtype;
+};
+
+// C = A @ B and the sums over the rows of A (one per column of A), against host references; A
+// is stored [M, K] or [K, M]. *prog (optional): the program, for checks of how the sums were computed.
+void check_column_sums(const ChipConfig& chip, const ColumnSumsCase& c, Program* prog = nullptr) {
+    const uint64_t hbm = 256ull << 20;
+    NeuronCore core(chip, ExecMode::Functional, hbm);
+    const std::vector<float> A = bf16_values(size_t(c.M) * c.K, 11), B = bf16_values(size_t(c.K) * c.N, 12);
+    MatmulArgs args;
+    args.M = c.M, args.K = c.K, args.N = c.N;
+    args.a = 0, args.b = 64ull << 20, args.c = 128ull << 20;
+    args.a_transposed = c.a_transposed;
+    args.c_dtype = DType::f32;
+    args.a_column_sums = {true, 192ull << 20, 0, c.sums_dtype};
+    std::vector<float> stored = A;
+    if (c.a_transposed)
+        for (uint32_t m = 0; m < c.M; ++m)
+            for (uint32_t k = 0; k < c.K; ++k) stored[size_t(k) * c.M + m] = A[size_t(m) * c.K + k];
+    write(core, args.a, stored, DType::bf16);
+    write(core, args.b, B, DType::bf16);
+    write(core, args.a_column_sums.addr, std::vector<float>(c.K + 64, 96.0f), c.sums_dtype);   // sentinel
+    KernelBuilder kb(chip, "matmul_column_sums", hbm);
+    build_matmul(kb, args);
+    Program program = kb.finish();
+    core.run(program);
+    if (prog) *prog = program;
+
+    std::vector<float> sums(c.K + 64), C(size_t(c.M) * c.N);
+    convert_to_f32(core.memory().hbm(args.a_column_sums.addr), c.sums_dtype, sums.data(), sums.size());
+    convert_to_f32(core.memory().hbm(args.c), DType::f32, C.data(), C.size());
+    const std::string what = std::string(chip.name) + " M=" + std::to_string(c.M) + " K=" + std::to_string(c.K) +
+                             " N=" + std::to_string(c.N) + (c.a_transposed ? " A^T" : " A");
+    for (uint32_t k = 0; k < c.K; ++k) {
+        double ref = 0, mag = 0;
+        for (uint32_t m = 0; m < c.M; ++m) ref += A[size_t(m) * c.K + k], mag += std::abs(A[size_t(m) * c.K + k]);
+        // fp32 accumulation, one rounding to the sums' dtype.
+        const double tol = (c.sums_dtype == DType::bf16 ? 4e-3 * std::abs(ref) : 0) + 1e-6 * mag + 1e-6;
+        ASSERT_NEAR(sums[k], ref, tol) << what << " k=" << k;
+    }
+    for (uint32_t k = c.K; k < c.K + 64; ++k) ASSERT_EQ(sums[k], 96.0f) << what << ": wrote past K at " << k;
+    // The product is unaffected: the first and last rows.
+    for (uint32_t m : {0u, c.M - 1})
+        for (uint32_t n = 0; n < c.N; ++n) {
+            double ref = 0;
+            for (uint32_t k = 0; k < c.K; ++k) ref += double(A[size_t(m) * c.K + k]) * B[size_t(k) * c.N + n];
+            ASSERT_NEAR(C[size_t(m) * c.N + n], ref, 1e-4 * std::sqrt(double(c.K)) + 1e-5) << what << " m=" << m << " n=" << n;
+        }
+}
+
+int count_ops(const Program& p, Opcode op, Engine e) {
+    int n = 0;
+    for (const Instruction& ins : p.instrs) n += ins.op == op && ins.engine == e;
+    return n;
+}
+
+}  // namespace
+
+TEST(KernelMatmul, ColumnSumsOfAFromItsPanels) {
+    for (const char* name : {"trn2", "trn1"}) {   // trn1: A^T by TensorE transposes, trn2: by the DMA
+        const ChipConfig chip = load_chip(name);
+        for (bool a_transposed : {false, true}) {
+            check_column_sums(chip, {256, 384, 512, a_transposed, DType::f32});
+            check_column_sums(chip, {200, 300, 700, a_transposed, DType::bf16});   // ragged M and K
+            check_column_sums(chip, {77, 1, 130, a_transposed, DType::f32});
+        }
+        // More than 128 k tiles: the sums leave in two transposes.
+        check_column_sums(chip, {3, 16500, 40, false, DType::bf16});
+    }
+}
+
+TEST(KernelMatmul, ColumnSumsAddUpMBlocksAndKBlocks) {
+    for (const char* name : {"trn2", "trn1"}) {
+        ChipConfig chip = load_chip(name);
+        chip.sbuf.bytes_per_partition = 48 * 1024;   // K blocks, and M blocks of 512 rows
+        for (bool a_transposed : {false, true}) {
+            Program p;
+            check_column_sums(chip, {1100, 2600, 640, a_transposed, DType::bf16}, &p);
+            // Several M blocks by several K blocks (the last one ragged), each panel reduced once:
+            // the first M block's sums are written, the later ones' added on.
+            const int reduces = count_ops(p, Opcode::tensor_reduce, Engine::GpSimd),
+                      adds = count_ops(p, Opcode::tensor_tensor, Engine::GpSimd);
+            EXPECT_GE(reduces, 3 * 2 * 2) << name;
+            EXPECT_GT(adds, 0) << name;
+            EXPECT_LT(adds, reduces) << name;
+        }
+    }
+}
+
+TEST(KernelMatmul, ColumnSumsOfNoRowsAreZeroAndOfNoColumnsNothing) {
+    const ChipConfig chip = load_chip("trn2");
+    for (uint32_t M : {0u, 5u}) {
+        const uint32_t K = M ? 0 : 300;
+        NeuronCore core(chip, ExecMode::Functional, 64 << 20);
+        MatmulArgs args;
+        args.M = M, args.K = K, args.N = 64;
+        args.b = 1 << 20, args.c = 2 << 20;
+        args.a_column_sums = {true, 4 << 20, 0, DType::f32};
+        write(core, args.a_column_sums.addr, std::vector<float>(400, 7.0f), DType::f32);
+        KernelBuilder kb(chip, "matmul", 64 << 20);
+        build_matmul(kb, args);
+        core.run(kb.finish());
+        std::vector<float> sums(400);
+        convert_to_f32(core.memory().hbm(args.a_column_sums.addr), DType::f32, sums.data(), sums.size());
+        for (uint32_t k = 0; k < 400; ++k) ASSERT_EQ(sums[k], k < K ? 0.0f : 7.0f) << "M=" << M << " k=" << k;
+    }
+    KernelBuilder kb(chip, "matmul");
+    MatmulArgs batched;
+    batched.M = batched.K = batched.N = 128;
+    batched.batch = 2;
+    batched.a_column_sums.present = true;
+    EXPECT_THROW(build_matmul(kb, batched), IsaError);
+}
+
+// The GpSimd reduces each panel while the TensorE computes: the sums cost a TensorE-bound
+// matmul almost nothing.
+TEST(KernelMatmul, ColumnSumsStayOffTheCriticalPath) {
+    const ChipConfig chip = load_chip("trn2");
+    for (bool a_transposed : {true, false}) {
+        auto run = [&](bool sums) {
+            NeuronCore core(chip, ExecMode::TimingOnly);
+            KernelBuilder kb(chip, "matmul");
+            MatmulArgs args = square_2048_args();
+            args.a_transposed = a_transposed;
+            if (sums) args.a_column_sums = {true, 24 << 20, 0, DType::bf16};
+            build_matmul(kb, args);
+            return static_cast<double>(core.run(kb.finish()).duration_ps());
+        };
+        const double plain = run(false), with_sums = run(true);
+        EXPECT_LT(with_sums, 1.01 * plain) << "plain " << plain * 1e-6 << " us, with column sums " << with_sums * 1e-6
+                                           << " us";
+    }
+}

@@ -17,6 +17,10 @@
 // TensorE into the panels; those transposes are interleaved with the matmuls (each
 // m tile first runs the transposes it needs plus a share of the next chunk's), and
 // a transposed B panel serves every m tile of its block.
+// Column sums of A (MatmulArgs::a_column_sums): while the n blocks sweep A for the first time,
+// each block's A^T panel (K on partitions) is reduced along its free axis on the GpSimd, which a
+// matmul otherwise leaves idle, into fp32 sums per k; at the end they are transposed on the
+// TensorE into rows and stored, rounded once.
 #include <algorithm>
 #include <array>
 #include <tuple>
@@ -102,6 +106,15 @@ DmaTransposes dma_transposes(const KernelBuilder& kb, const MatmulArgs& a) {
     return {!a.a_transposed && ok(a.a_dtype), a.b_transposed && ok(a.b_dtype)};
 }
 
+uint64_t align64(uint64_t bytes) { return (bytes + 63) / 64 * 64; }
+
+// SBUF of the column sums of A: the fp32 sums per k (k tile by k tile along the free axis), the
+// sums of one block's panel, and the rows of the transposed result.
+uint64_t column_sums_sbuf(const MatmulArgs& a, const Blocking& b) {
+    return align64(ceil_div(a.K, kTileK) * 4) + align64(ceil_div(b.KB, kTileK) * 4) +
+           align64(kTileK * dtype_size(a.a_column_sums.dtype));
+}
+
 uint64_t sbuf_need(const MatmulArgs& a, const Blocking& b, bool k_blocked, bool pieces) {
     uint64_t nkt = ceil_div(b.KB, kTileK);
     uint64_t need = a_buffers(a, b) * nkt * b.MB * dtype_size(a.a_dtype)     // A^T panels
@@ -112,6 +125,7 @@ uint64_t sbuf_need(const MatmulArgs& a, const Blocking& b, bool k_blocked, bool 
     if (pieces)                                                              // row pieces
         need += kPieceRotation * kPieceTiles * kTileK * std::max(dtype_size(a.a_dtype), dtype_size(a.b_dtype));
     if (k_blocked) need += static_cast<uint64_t>(ceil_div(b.MB, kTileM)) * b.NB * 4;        // fp32 accumulators
+    if (a.a_column_sums.present) need += column_sums_sbuf(a, b);                             // column sums of A
     return need + 64 * 24;   // alignment slack
 }
 
@@ -130,10 +144,51 @@ Blocking choose_blocking(const MatmulArgs& a, uint64_t budget, bool pieces) {
     return b;
 }
 
+// Stores 'count' elements of a vector from SBUF rows of 128 (element e0 + 128 p + i in partition p,
+// column i of 'rows'): the whole rows in one transfer ('store' may split it), the rest in another.
+void store_vector_rows(const MatmulColumnSums& out, const Tile& rows, uint64_t e0, uint64_t count,
+                       const MatmulDma& store) {
+    const uint64_t whole = count / kTileK, rest = count % kTileK, esz = dtype_size(out.dtype);
+    auto hbm_rows = [&](uint64_t first, uint32_t n, uint32_t width) {
+        AccessPattern ap = hbm_matrix_ap(out.addr + (e0 + first) * esz, out.dtype, n, width, kTileK);
+        ap.arg = out.arg;
+        return ap;
+    };
+    if (whole) store(hbm_rows(0, static_cast<uint32_t>(whole), kTileK), rows.region(0, static_cast<uint32_t>(whole), 0, kTileK));
+    if (rest)
+        store(hbm_rows(whole * kTileK, 1, static_cast<uint32_t>(rest)),
+              rows.region(static_cast<uint32_t>(whole), 1, 0, static_cast<uint32_t>(rest)));
+}
+
+// [P, n] view of columns [c0, c0 + n) of each of 'groups' consecutive runs of 'width' columns of a
+// tile ([P, groups * width] in SBUF order), e.g. k tiles of an A^T panel: [P, groups, n].
+AccessPattern tile_runs(const Tile& t, uint32_t p, uint32_t first_run, uint32_t groups, uint32_t width, uint32_t n) {
+    AccessPattern ap = t.rows(0, p);
+    ap.offset = t.offset + static_cast<uint64_t>(first_run) * width * dtype_size(t.dtype);
+    ap.ndim = 2;
+    ap.size = {groups, n, 1, 1};
+    ap.stride = {static_cast<int64_t>(width), 1, 0, 0};
+    return ap;
+}
+
 }  // namespace
 
 void build_matmul(KernelBuilder& kb, const MatmulArgs& args) {
     MatmulArgs a = args;
+    const MatmulColumnSums& col_sums = a.a_column_sums;
+    if (col_sums.present) {
+        if (a.batch != 1) throw IsaError("matmul: column sums of A need batch == 1");
+        if (a.N == 0 && a.M > 0 && a.K > 0) throw IsaError("matmul: column sums of A need N > 0");
+        if (a.M == 0 && a.K > 0) {   // sums over no rows: zeros
+            const Tile rows = kb.alloc_sbuf(kTileK, {kTileK}, col_sums.dtype);
+            kb.memset(rows.ap(), 0.0f, Engine::GpSimd);
+            const MatmulDma store = [&](const AccessPattern& dst, const AccessPattern& src) { kb.dma_copy(dst, src); };
+            for (uint64_t e0 = 0; e0 < a.K; e0 += kTileK * kTileK)
+                store_vector_rows(col_sums, rows, e0, std::min<uint64_t>(kTileK * kTileK, a.K - e0), store);
+            kb.release(rows);
+            return;
+        }
+    }
     if (a.M == 0 || a.N == 0 || a.batch == 0) return;
     if (a.accumulate && a.addend.present)
         throw IsaError("matmul: 'accumulate' and an addend cannot be combined (pass C as the addend)");
@@ -187,6 +242,17 @@ void build_matmul(KernelBuilder& kb, const MatmulArgs& args) {
     std::array<Tile, kTransposeBanks> psum_t;
     if (any_transposed_load)
         for (auto& t : psum_t) t = kb.alloc_psum(kTileK, kTileN);
+    // Column sums of A: fp32 sums per k ([k within its tile, k tile]), one block's panel sums, and
+    // the rows of the result. The sums are zeroed first: a ragged last k tile leaves partitions
+    // unwritten that the final transpose reads.
+    const bool column_sums = col_sums.present && a.K > 0;
+    Tile cs_total, cs_block, cs_rows;
+    if (column_sums) {
+        cs_total = kb.alloc_sbuf(kTileK, {ceil_div(a.K, kTileK)}, DType::f32);
+        cs_block = kb.alloc_sbuf(kTileK, {nkt_max}, DType::f32);
+        cs_rows = kb.alloc_sbuf(kTileK, {kTileK}, col_sums.dtype);
+        kb.memset(cs_total.ap(), 0.0f, Engine::GpSimd);
+    }
 
     // Stores use their own DMA queues at the end of the range, so after the first prefetches a
     // store never waits behind a load.
@@ -439,6 +505,41 @@ void build_matmul(KernelBuilder& kb, const MatmulArgs& args) {
         n0 = 0;
         return ++bi < a.batch;
     };
+    // Adds sum over the mb columns of each k row of panel 'ap' (block m0, k0) into cs_total: whole
+    // k tiles in one reduce, a ragged last tile (ks partitions) in another; the first M block
+    // writes the sums directly, later ones add them.
+    auto reduce_panel = [&](const Tile& ap, uint32_t m0, uint32_t mb, uint32_t k0, uint32_t kbsz) {
+        const uint32_t whole = kbsz / kTileK, ragged = kbsz % kTileK, kt0 = k0 / kTileK;
+        auto reduce = [&](uint32_t p, uint32_t kt, uint32_t n) {
+            const AccessPattern src = tile_runs(ap, p, kt, n, blk.MB, mb);
+            const AccessPattern total = cs_total.region(0, p, kt0 + kt, n);
+            if (m0 == 0) {
+                kb.tensor_reduce(total, src, ReduceOp::add, 1, Engine::GpSimd);
+                return;
+            }
+            const AccessPattern part = cs_block.region(0, p, kt, n);
+            kb.tensor_reduce(part, src, ReduceOp::add, 1, Engine::GpSimd);
+            kb.tensor_tensor(total, total, part, AluOp::add, Engine::GpSimd);
+        };
+        if (whole) reduce(kTileK, 0, whole);
+        if (ragged) reduce(ragged, whole, 1);
+    };
+    // The sums per k, [k within its tile, k tile], transposed into rows of 128 consecutive k
+    // (128 k tiles at a time), rounded and stored.
+    auto store_column_sums = [&] {
+        const uint32_t k_tiles = ceil_div(a.K, kTileK);
+        for (uint32_t g0 = 0; g0 < k_tiles; g0 += kTileK) {
+            const uint32_t gn = std::min(kTileK, k_tiles - g0);
+            const AccessPattern pt = psum[psum_next].region(0, gn, 0, kTileK);
+            psum_next = (psum_next + 1) % static_cast<int>(psum.size());
+            kb.transpose(pt, cs_total.region(0, kTileK, g0, gn));
+            kb.tensor_copy(cs_rows.region(0, gn, 0, kTileK), pt, (evac_next++ & 1) ? Engine::Scalar : Engine::Vector);
+            const uint64_t e0 = static_cast<uint64_t>(g0) * kTileK;
+            store_vector_rows(col_sums, cs_rows, e0, std::min<uint64_t>(static_cast<uint64_t>(gn) * kTileK, a.K - e0),
+                              store);
+        }
+    };
+
     Issued pending;
     if (direct && a.K > 0) pending = issue(0, 0, 0, 0);
 
@@ -558,11 +659,21 @@ void build_matmul(KernelBuilder& kb, const MatmulArgs& args) {
                     }
                     issue_next();
                     job_base += jobs.size();
+                    // Column sums of A from this block's panel (A's first sweep only), after the
+                    // block's matmuls so that the GpSimd queue never holds up an epilogue.
+                    if (column_sums && n0 == 0) reduce_panel(ap, m0, mb, k0, kbsz);
                 }
             }
         }
     }
 
+    if (column_sums) store_column_sums();
+
+    if (column_sums) {
+        kb.release(cs_rows);
+        kb.release(cs_block);
+        kb.release(cs_total);
+    }
     for (auto& t : psum_t) if (t.partitions) kb.release(t);
     for (auto& t : psum) kb.release(t);
     for (auto& t : acc) kb.release(t);
