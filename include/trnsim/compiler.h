@@ -63,7 +63,9 @@ enum class Op : uint8_t {
     fused_matmul,         // in0 @ in1 with 'body' (body[0] = the product) applied to each output tile before
                           // its store; in[2] = addend (beta f1, alpha f0) when i1 = 1; in[2..] are read as
                           // [M,N] matrices with (row, col) strides dims[2k], dims[2k+1] for input 2+k;
-                          // out[0] = the last step's result, out[k] = step body_outputs[k]'s
+                          // out[0] = the last step's result, out[k] = step body_outputs[k]'s;
+                          // i0 = 1: one more output after those, the column sums of in0 (sum over its
+                          // M rows, K elements: a bias gradient)
     eager,                // run by the host framework (eager_id names the call); not lowered
     count_,
 };
@@ -257,7 +259,8 @@ void build_fused_elementwise(KernelBuilder& kb, const Node& node, const std::vec
                              const std::vector<ops::TensorDesc>& out);
 // Matmul (in[0] @ in[1]) with node.body applied to every output tile before it is stored.
 // Operands are 2-D with unit stride in one dim (what fuse_matmul_epilogue admits); out[k] is
-// written by step body_outputs[k] (out[0]: the last step).
+// written by step body_outputs[k] (out[0]: the last step); with node.i0 = 1 one more output, the
+// column sums of in[0] (MatmulArgs::a_column_sums).
 void build_fused_matmul(KernelBuilder& kb, const Node& node, const std::vector<ops::TensorDesc>& in,
                         const std::vector<ops::TensorDesc>& out);
 // ---------------------------------------------------------------- execution

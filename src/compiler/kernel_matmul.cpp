@@ -4,7 +4,8 @@
 // before the tile's matmuls, so the epilogue never waits on HBM. Steps whose results are
 // outputs besides the one in the library's staging tile write rotating SBUF tiles that the
 // epilogue stores on the queues the matmul keeps for loads (its own stores already fill its
-// store queues).
+// store queues). The column sums of A (node.i0 = 1, a bias gradient) are the library's
+// (MatmulArgs::a_column_sums).
 #include <algorithm>
 
 #include "trnsim/kernels.h"
@@ -91,11 +92,19 @@ void build_fused_matmul(KernelBuilder& kb, const Node& node, const std::vector<o
     args.N = static_cast<uint32_t>(b.sizes[1]);
     const size_t nsteps = node.body.size();
 
-    // The step writing each output (out[0]: the last step's result when body_outputs is empty).
+    // The step writing each output (out[0]: the last step's result when body_outputs is empty);
+    // with i0 = 1 the column sums of A follow them.
     const std::vector<int> writer = node.body_outputs.empty() ? std::vector<int>{static_cast<int>(nsteps) - 1}
                                                               : node.body_outputs;
-    if (out.size() != writer.size() || writer[0] != static_cast<int>(nsteps) - 1)
+    const bool column_sums = node.i0 == 1;
+    if (out.size() != writer.size() + (column_sums ? 1 : 0) || writer[0] != static_cast<int>(nsteps) - 1)
         throw CompileError("fused_matmul: outputs do not match the body's output steps");
+    if (column_sums) {
+        const ops::TensorDesc& sums = out.back();
+        if (sums.numel() != static_cast<int64_t>(args.K) || !sums.is_contiguous())
+            throw CompileError("fused_matmul: column sums " + sums.str() + " are not a contiguous vector of K elements");
+        args.a_column_sums = {true, static_cast<uint64_t>(sums.offset) * dtype_size(sums.dtype), sums.arg, sums.dtype};
+    }
     std::vector<int> output_of(nsteps, -1);   // per step: the output it writes, or -1
     for (size_t k = 0; k < writer.size(); ++k) {
         const ops::TensorDesc& o = out[k];
