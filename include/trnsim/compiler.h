@@ -181,7 +181,8 @@ struct Pass {
 };
 
 // The graph-to-graph passes, in order: canonicalize, fuse_softmax, fuse_attention, fuse_norm,
-// fuse_matmul_epilogue, fuse_elementwise, schedule. (Memory planning and lowering follow in compile().)
+// fuse_matmul_epilogue, fuse_matmul_column_sums, fuse_elementwise, schedule. (Memory planning and
+// lowering follow in compile().)
 std::vector<Pass> default_pipeline();
 void run_passes(Graph& g, const std::vector<Pass>& passes, PassContext& ctx);
 
@@ -190,6 +191,7 @@ void fuse_softmax(Graph& g, PassContext& ctx);
 void fuse_attention(Graph& g, PassContext& ctx);
 void fuse_norm(Graph& g, PassContext& ctx);
 void fuse_matmul_epilogue(Graph& g, PassContext& ctx);
+void fuse_matmul_column_sums(Graph& g, PassContext& ctx);
 void fuse_elementwise(Graph& g, PassContext& ctx);
 void schedule(Graph& g, PassContext& ctx);
 

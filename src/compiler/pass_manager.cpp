@@ -32,6 +32,7 @@ std::vector<Pass> default_pipeline() {
         {"fuse_attention", fuse_attention},
         {"fuse_norm", fuse_norm},
         {"fuse_matmul_epilogue", fuse_matmul_epilogue},
+        {"fuse_matmul_column_sums", fuse_matmul_column_sums},
         {"fuse_elementwise", fuse_elementwise},
         {"schedule", schedule},
     };

@@ -182,6 +182,35 @@ inline Graph matmul_activation_backward(DType dt, int64_t B, int64_t T, int64_t 
     return g;
 }
 
+// A Linear layer's backward as traced, with dy [M, out] a view of the incoming gradient
+// [1, M, out], w [out, in], x [M, in]: dx = dy @ w, dw = dy^T @ x, db = dy.sum(0) (a [1, out]
+// reduce viewed as [out]). bias_grad_first: db is computed before dx (traced graphs show both
+// orders). activation_grad: dx goes through a gelu backward against an input a [1, M, in].
+// Inputs: grad, w, x[, a]; outputs: dx, dw, db.
+inline Graph linear_backward(DType dt, int64_t M, int64_t in, int64_t out, bool bias_grad_first, bool activation_grad) {
+    Graph g;
+    const int grad = g.add_input(dt, {1, M, out});
+    const int w = g.add_input(dt, {out, in});
+    const int x = g.add_input(dt, {M, in});
+    const int a = activation_grad ? g.add_input(dt, {1, M, in}) : -1;
+    const int dy = g.add_view(grad, {M, out}, {}, 0);
+    int db = -1;
+    const auto bias_grad = [&] { db = g.add_view(g.reduce(ops::Reduce::sum, dy, {0}, true), {out}, {}, 0); };
+    if (bias_grad_first) bias_grad();
+    int dx = g.matmul(dy, w);
+    if (activation_grad) {
+        compiler::Node n;
+        n.op = Op::activation_backward;
+        n.i0 = static_cast<int64_t>(ops::ActivationGrad::gelu);
+        n.inputs = {g.add_view(dx, {1, M, in}, {}, 0), a};
+        dx = g.nodes[g.add_node(n, {{dt, {1, M, in}}})].outputs[0];
+    }
+    const int dw = g.matmul(g.add_view(dy, {out, M}, {1, out}, 0), x);
+    if (!bias_grad_first) bias_grad();
+    g.set_outputs({dx, dw, db});
+    return g;
+}
+
 // A layer norm's backward whose input gradient joins a residual's gradient, as traced:
 // (gi, gw, gb) = layer_norm_backward(dy, x, mean, rstd, w), out = residual + gi, with x [1, rows, D].
 // through_view: gi is added as gi.view(rows, D) to a [rows, D] residual. residual_after: the

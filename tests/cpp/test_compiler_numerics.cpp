@@ -135,6 +135,37 @@ TEST(CompilerNumerics, FusedMatmulActivationBackwardMatchesUnfused) {
         }
 }
 
+// A Linear layer's bias gradient computed by its dx matmul gives the products the unfused
+// kernels give and the column sums of dy (fp32 sums, rounded once) in both traced orders.
+TEST(CompilerNumerics, BiasGradientFusedIntoTheDxMatmulMatchesUnfused) {
+    const int64_t M = 300, in = 96, out = 200;   // ragged row and k tiles
+    for (DType dt : {DType::bf16, DType::f32})
+        for (bool bias_grad_first : {false, true}) {
+            const std::string what = std::string(dtype_name(dt)) + (bias_grad_first ? " db first" : " db last");
+            Graph g = linear_backward(dt, M, in, out, bias_grad_first, bias_grad_first);
+            std::vector<std::vector<float>> inputs = {rounded(random_values(M * out, 31, -1, 1), dt),
+                                                      rounded(random_values(out * in, 32, -0.3f, 0.3f), dt),
+                                                      rounded(random_values(M * in, 33), dt)};
+            if (bias_grad_first) inputs.push_back(rounded(random_values(M * in, 34), dt));
+            CompiledRunner r;
+            CompiledGraph cg;
+            const auto fused = r.run(g, inputs, {}, &cg);
+            EXPECT_EQ(cg.stats["fused_matmul_column_sums"], 1) << what;
+            const auto plain = r.run(g, inputs, unfused());
+            EXPECT_EQ(fused[0], plain[0]) << what << ": dx";
+            EXPECT_EQ(fused[1], plain[1]) << what << ": dw";
+            std::vector<float> want(out);
+            for (int64_t k = 0; k < out; ++k) {
+                double acc = 0;
+                for (int64_t m = 0; m < M; ++m) acc += inputs[0][m * out + k];
+                want[k] = rounded({static_cast<float>(acc)}, dt)[0];
+            }
+            const double tol = dt == DType::bf16 ? 8e-3 : 1e-5;
+            expect_all_near(fused[2], want, tol, tol, (what + ": db").c_str());
+            expect_all_near(plain[2], want, tol, tol, (what + ": db unfused").c_str());
+        }
+}
+
 TEST(CompilerNumerics, FusedSoftmaxMatchesHost) {
     const int64_t rows = 130, cols = 77;
     Graph g;

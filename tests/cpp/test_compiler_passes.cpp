@@ -25,7 +25,8 @@ TEST(CompilerPasses, DefaultPipelineIsNamedAndOrdered) {
     std::vector<std::string> names;
     for (const auto& p : compiler::default_pipeline()) names.push_back(p.name);
     EXPECT_EQ(names, (std::vector<std::string>{"canonicalize", "fuse_softmax", "fuse_attention", "fuse_norm",
-                                               "fuse_matmul_epilogue", "fuse_elementwise", "schedule"}));
+                                               "fuse_matmul_epilogue", "fuse_matmul_column_sums", "fuse_elementwise",
+                                               "schedule"}));
 }
 
 TEST(CompilerPasses, CanonicalizeForwardsIdentitiesAndDropsDeadNodes) {
@@ -205,6 +206,111 @@ TEST(CompilerPasses, FuseMatmulEpilogueTakesActivationBackward) {
     EXPECT_EQ(n.inputs[2], x);
     EXPECT_EQ(n.dims, (std::vector<int64_t>{256, 1}));   // x read as the [M, N] matrix
     EXPECT_EQ(n.outputs, g.outputs);
+}
+
+TEST(CompilerPasses, FuseMatmulColumnSumsMovesTheBiasGradientIntoTheDxMatmul) {
+    Graph g = linear_backward(DType::bf16, 256, 256, 1024, false, false);
+    const int dx = g.outputs[0], db = g.outputs[2];
+    const int sums = g.nodes[g.values[db].producer].inputs[0];   // the reduce's [1, out]
+    const int dy = g.nodes[g.values[sums].producer].inputs[0];
+    CompileOptions opt;
+    auto ctx = run_named(g, trn2(), opt, {"fuse_matmul_epilogue", "fuse_matmul_column_sums"});
+    EXPECT_EQ(ctx.stats["fused_matmul_column_sums"], 1);
+    EXPECT_EQ(count_live(g, Op::reduce), 0);
+    EXPECT_EQ(count_live(g, Op::matmul), 1);   // dw = dy^T @ x reads dy in another layout
+    const auto& n = only_live(g, Op::fused_matmul);
+    EXPECT_EQ(n.i0, 1);
+    EXPECT_EQ(n.inputs, (std::vector<int>{dy, g.inputs[1]}));
+    EXPECT_EQ(n.outputs, (std::vector<int>{dx, sums}));
+    ASSERT_EQ(n.body.size(), 1u);
+    EXPECT_EQ(n.body[0].op, Op::matmul);
+    EXPECT_EQ(n.body_outputs, (std::vector<int>{0}));
+    EXPECT_EQ(g.values[sums].producer, g.values[dx].producer);
+    EXPECT_NO_THROW(g.verify());
+}
+
+TEST(CompilerPasses, FuseMatmulColumnSumsMovesViewsOfAnEarlierReduceAfterTheMatmul) {
+    // db = dy.sum(0) comes first and its [out] view sits before the fused dx matmul (with a gelu
+    // backward in its epilogue).
+    Graph g = linear_backward(DType::bf16, 256, 1024, 256, true, true);
+    const int db = g.outputs[2];
+    CompileOptions opt;
+    auto ctx = run_named(g, trn2(), opt, {"fuse_matmul_epilogue", "fuse_matmul_column_sums"});
+    EXPECT_EQ(ctx.stats["fused_matmul_epilogue"], 1);
+    EXPECT_EQ(ctx.stats["fused_matmul_column_sums"], 1);
+    EXPECT_EQ(count_live(g, Op::reduce), 0);
+    const auto& n = only_live(g, Op::fused_matmul);
+    EXPECT_EQ(n.i0, 1);
+    ASSERT_EQ(n.body.size(), 2u);
+    EXPECT_EQ(n.body[1].op, Op::activation_backward);
+    ASSERT_EQ(n.outputs.size(), 2u);
+    EXPECT_EQ(n.outputs[0], g.outputs[0]);
+    const int view = g.values[db].producer;
+    EXPECT_EQ(g.nodes[view].inputs[0], n.outputs[1]);
+    const std::vector<int> order = g.live_nodes();
+    const auto pos = [&](int node) { return std::find(order.begin(), order.end(), node) - order.begin(); };
+    EXPECT_GT(pos(view), pos(g.values[n.outputs[1]].producer));
+    EXPECT_NO_THROW(g.verify());
+}
+
+TEST(CompilerPasses, FuseMatmulColumnSumsFusesEveryLayer) {
+    // Three layers' input gradients in a chain, each layer's bias gradient computed first.
+    Graph g;
+    int grad = g.add_input(DType::bf16, {128, 256});
+    std::vector<int> outs;
+    for (int layer = 0; layer < 3; ++layer) {
+        const int w = g.add_input(DType::bf16, {256, 256});
+        outs.push_back(g.add_view(g.reduce(ops::Reduce::sum, grad, {0}, true), {256}, {}, 0));
+        grad = g.matmul(grad, w);
+    }
+    outs.push_back(grad);
+    g.set_outputs(outs);
+    CompileOptions opt;
+    auto ctx = run_named(g, trn2(), opt, {"fuse_matmul_column_sums"});
+    EXPECT_EQ(ctx.stats["fused_matmul_column_sums"], 3);
+    EXPECT_EQ(count_live(g, Op::reduce), 0);
+    EXPECT_EQ(count_live(g, Op::fused_matmul), 3);
+    for (int i : g.live_nodes())   // producers renumbered with the moved views
+        for (int v : g.nodes[i].outputs) EXPECT_EQ(g.values[v].producer, i);
+    EXPECT_NO_THROW(g.verify());
+}
+
+TEST(CompilerPasses, FuseMatmulColumnSumsTakesAViewInTheMatmulOperandsLayout) {
+    Graph g;
+    const int grad = g.add_input(DType::f32, {1, 64, 96});
+    const int w = g.add_input(DType::f32, {96, 32});
+    const int dx = g.matmul(g.add_view(grad, {64, 96}, {}, 0), w);
+    const int db = g.reduce(ops::Reduce::sum, g.add_view(grad, {64, 96}, {}, 0), {0}, false);   // another view
+    g.set_outputs({dx, db});
+    CompileOptions opt;
+    auto ctx = run_named(g, trn2(), opt, {"fuse_matmul_column_sums"});
+    EXPECT_EQ(ctx.stats["fused_matmul_column_sums"], 1);
+    EXPECT_EQ(only_live(g, Op::fused_matmul).outputs, (std::vector<int>{dx, db}));
+}
+
+TEST(CompilerPasses, FuseMatmulColumnSumsLeavesOtherReducesAlone) {
+    enum Case { rows_summed, b_operand, mean, read_before_matmul, strided_a };
+    for (Case c : {rows_summed, b_operand, mean, read_before_matmul, strided_a}) {
+        Graph g;
+        const int dy = g.add_input(DType::f32, {64, 96});
+        const int w = g.add_input(DType::f32, {96, 32});
+        int r = -1;
+        if (c == read_before_matmul) {   // a reader of db that is not a view sits before the matmul
+            r = g.unary(ops::Unary::neg, g.reduce(ops::Reduce::sum, dy, {0}, true));
+        }
+        const int a = c == strided_a ? g.add_view(dy, {32, 96}, {192, 1}, 0) : dy;   // every other row
+        const int dx = g.matmul(a, w);
+        if (c == rows_summed) r = g.reduce(ops::Reduce::sum, dy, {1}, false);
+        if (c == b_operand) r = g.reduce(ops::Reduce::sum, w, {0}, false);
+        if (c == mean) r = g.reduce(ops::Reduce::mean, dy, {0}, false);
+        if (c == strided_a) r = g.reduce(ops::Reduce::sum, dy, {0}, false);
+        g.set_outputs({dx, r});
+        CompileOptions opt;
+        auto ctx = run_named(g, trn2(), opt, {"fuse_matmul_column_sums"});
+        EXPECT_EQ(ctx.stats["fused_matmul_column_sums"], 0) << "case " << c;
+        EXPECT_EQ(count_live(g, Op::reduce), 1) << "case " << c;
+        EXPECT_EQ(count_live(g, Op::matmul), 1) << "case " << c;
+    }
 }
 
 TEST(CompilerPasses, FuseSoftmaxRecognisesTheDecomposedForm) {
@@ -389,9 +495,9 @@ TEST(CompilerPasses, DumpDirHoldsIrAfterEachPassAndTheProgram) {
     CompileOptions opt;
     opt.dump_dir = dir.string();
     compiler::compile(g, trn2(), opt);
-    for (const char* f : {"00_input.ir", "01_canonicalize.ir", "06_fuse_elementwise.ir", "07_schedule.ir", "program.txt"})
+    for (const char* f : {"00_input.ir", "01_canonicalize.ir", "07_fuse_elementwise.ir", "08_schedule.ir", "program.txt"})
         EXPECT_TRUE(std::filesystem::exists(dir / "chain" / f)) << f;
-    std::ifstream ir(dir / "chain" / "06_fuse_elementwise.ir");
+    std::ifstream ir(dir / "chain" / "07_fuse_elementwise.ir");
     std::string text((std::istreambuf_iterator<char>(ir)), std::istreambuf_iterator<char>());
     EXPECT_NE(text.find("fused_elementwise"), std::string::npos);
     std::ifstream prog(dir / "chain" / "program.txt");

@@ -199,4 +199,4 @@ def test_dump_dir_has_fx_ir_and_program(tmp_path, monkeypatch):
     graph_dirs = list(tmp_path.iterdir())
     assert len(graph_dirs) == 1
     names = {p.name for p in graph_dirs[0].iterdir()}
-    assert {"fx_graph.py", "00_input.ir", "06_fuse_elementwise.ir", "program.txt"} <= names
+    assert {"fx_graph.py", "00_input.ir", "07_fuse_elementwise.ir", "program.txt"} <= names
