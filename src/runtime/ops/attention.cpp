@@ -766,13 +766,15 @@ void sdpa_backward(KernelBuilder& kb, const TensorDesc& dq, const TensorDesc& dk
                     transpose_into(kb, q_t, q0, tile_rows(q_nat, i, nq, D), nq, D, ps_load[ps_load_next ^= 1], evac);
                     transpose_into(kb, do_t, q0, tile_rows(do_nat, i, nq, Dv), nq, Dv, ps_load[ps_load_next ^= 1], evac);
                 }
+                // The GpSimd carries most of stage D (and the first key group's blocks each prepare a
+                // q tile): of this only the product runs there.
                 const AccessPattern nl = neg_lse.region(0, nq, i, 1);
-                kb.tensor_scalar(nl, nl, AluOp::mul, -1.0f, AluOp::bypass, 0.0f, Engine::GpSimd);
+                kb.tensor_scalar(nl, nl, AluOp::mul, -1.0f, AluOp::bypass, 0.0f, Engine::Vector);
                 kb.tensor_tensor(prod.region(0, nq, 0, Dv), tile_rows(do_nat, i, nq, Dv), tile_rows(o_nat, i, nq, Dv),
                                  AluOp::mul, Engine::GpSimd);
                 kb.tensor_reduce(di.region(0, nq, i, 1), prod.region(0, nq, 0, Dv), ReduceOp::add);
                 kb.tensor_scalar(di.region(0, nq, i, 1), di.region(0, nq, i, 1), AluOp::mul, -scale, AluOp::bypass, 0.0f,
-                                 Engine::GpSimd);
+                                 Engine::Vector);
             };
 
             for (uint32_t kb0 = 0; kb0 < nkt; kb0 += block_tiles) {
@@ -911,8 +913,14 @@ void sdpa_backward(KernelBuilder& kb, const TensorDesc& dq, const TensorDesc& dk
                         kb.activation_ex(pf, sp, ActFunc::exp, scale, nullptr, 0.0f, &nl);
                     }
                     if (causal && k0 + nkg - 1 > q0) causal_mask(kb, pf, q0, k0, 0.0f);
-                    kb.activation_ex(ds_f32[ri].region(0, nq, 0, nkg), ps_dp[r].region(0, nq, 0, nkg), ActFunc::identity,
+                    // dS' = scale * dP - scale * Di; with dS^T off the TensorE, the VectorE has the time
+                    // for the last quarter of the columns (the ScalarE also runs the exp).
+                    const uint32_t split = dst_dma && nkg >= 2 * kRows ? nkg * 3 / 4 : nkg;
+                    kb.activation_ex(ds_f32[ri].region(0, nq, 0, split), ps_dp[r].region(0, nq, 0, split), ActFunc::identity,
                                      scale, nullptr, 0.0f, &ndi);
+                    if (split < nkg)
+                        kb.tensor_scalar_ex(ds_f32[ri].region(0, nq, split, nkg - split), ps_dp[r].region(0, nq, split, nkg - split),
+                                            AluOp::mul, scale, nullptr, AluOp::add, 0.0f, &ndi);
                 };
                 auto stage_d = [&](size_t g) {
                     // dS = P * dS', three quarters of the columns on GpSimdE, the rest on VectorE.
