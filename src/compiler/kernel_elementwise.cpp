@@ -3,8 +3,9 @@
 // The output shape is cut into [P, F] tiles (the operator library's tiling: dims merged where
 // every operand is contiguous, up to 128 partitions). Per tile: each input is loaded once,
 // every step writes an SBUF scratch tile (assign_scratch_tiles reuses dead ones), each output
-// is stored once. Inputs and scratch tiles rotate through two buffers, so the loads of tile
-// i+1, the compute of tile i and the stores of tile i-1 overlap.
+// is stored once (large transfers split by partition groups over several DMA queues, as one
+// queue moves a fraction of the core's bandwidth). Inputs and scratch tiles rotate through two
+// buffers, so the loads of tile i+1, the compute of tile i and the stores of tile i-1 overlap.
 #include <algorithm>
 
 #include "../runtime/ops/common.h"
@@ -103,7 +104,7 @@ void build_fused_elementwise(KernelBuilder& kb, const Node& node, const std::vec
                 in_views[k] = tile_view(tile, t.P, {t.F}, {0});
             } else {
                 in_views[k] = tile_view(tile, t.P, t.F);
-                kb.dma_copy(in_views[k], hbm_ap(t.box, nout + k, in[k]), queues.load());
+                dma_tile(kb, queues, in_views[k], hbm_ap(t.box, nout + k, in[k]), false);
             }
         }
         std::vector<const Tile*> scratch(num_scratch);
@@ -117,7 +118,7 @@ void build_fused_elementwise(KernelBuilder& kb, const Node& node, const std::vec
             emit_step(kb, engines, step, step_views[s], args);
         }
         for (int k = 0; k < nout; ++k)
-            kb.dma_copy(hbm_ap(t.box, k, out[k]), step_views[node.body_outputs[k]], queues.store());
+            dma_tile(kb, queues, hbm_ap(t.box, k, out[k]), step_views[node.body_outputs[k]], true);
     }
     for (int s = num_scratch - 1; s >= 0; --s) scratch_rings[s].release(kb);
     for (int k = nin - 1; k >= 0; --k) in_rings[k].release(kb);
