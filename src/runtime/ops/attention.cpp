@@ -683,12 +683,15 @@ void sdpa_backward(KernelBuilder& kb, const TensorDesc& dq, const TensorDesc& dk
         if (!dma_t) ps_load[i] = kb.alloc_psum(kRows, kRows, dt);
         ps_s[i] = kb.alloc_psum(kRows, cols);
         ps_dp[i] = kb.alloc_psum(kRows, cols);
-        if (!dst_dma) ps_dst[i] = kb.alloc_psum(kRows, 2 * kRows, dt);   // dS^T of two kv tiles side by side
-        ps_dq[i] = quad ? kb.alloc_psum(D, kQuad * kRows) : kb.alloc_psum(kRows, D);
+        // dS^T of two kv tiles side by side (quad mode: of the head's first key group, see stage B)
+        if (!dst_dma || quad) ps_dst[i] = kb.alloc_psum(kRows, 2 * kRows, dt);
+        // Quad mode: one bank (a quad's dQ^T leaves it in less than the four blocks to the next)
+        if (!quad || i == 0) ps_dq[i] = quad ? kb.alloc_psum(D, kQuad * kRows) : kb.alloc_psum(kRows, D);
     }
     const Tile ps_dk = dma_t ? kb.alloc_psum(D, cols) : kb.alloc_psum(kRows, group * D),
                ps_dv = dma_t ? kb.alloc_psum(Dv, cols) : kb.alloc_psum(kRows, group * Dv);
-    int ps_load_next = 0, dst_next = 0;
+    int ps_load_next = 0;
+    uint32_t dst_next = 0;
     uint32_t groups_finished = 0;
 
     auto rows_of = [&](uint32_t i) { return std::min(kRows, Sq - i * kRows); };
@@ -953,12 +956,25 @@ void sdpa_backward(KernelBuilder& kb, const TensorDesc& dq, const TensorDesc& dk
                                   ds_mm[rd].region(0, nq, 0, gr.nkg), n > 0);
                     }
                     if (dst_dma) {   // dS^T by DMA, read by stage C kDmaLag blocks later
-                        for (uint32_t c = 0; c < gr.ng; ++c)
-                            if (n >= gr.first_block[c])
-                                kb.dma_transpose(quad ? dst_quad[quad_of(g) % kQuadRing].region(
-                                                            0, gr.keys_of(c), (c * kQuad + n % kQuad) * kRows, nq)
-                                                      : dst_sb[rd].region(0, gr.keys_of(c), c * kRows, nq),
-                                                 ds_mm[rd].region(0, nq, c * kRows, gr.keys_of(c)), dmaq.load());
+                        // The head's first key group brings in a q tile per block, and the DMA queues
+                        // would bound it: there (quad mode) dS^T comes from TensorE transposes.
+                        const bool on_tensor = quad && kb0 == 0 && stream[g].group == 0;
+                        for (uint32_t c = 0; c < gr.ng; ++c) {
+                            if (n < gr.first_block[c]) continue;
+                            const uint32_t nk = gr.keys_of(c);
+                            const AccessPattern dst = quad ? dst_quad[quad_of(g) % kQuadRing].region(
+                                                                 0, nk, (c * kQuad + n % kQuad) * kRows, nq)
+                                                           : dst_sb[rd].region(0, nk, c * kRows, nq);
+                            const AccessPattern src = ds_mm[rd].region(0, nq, c * kRows, nk);
+                            if (!on_tensor) {
+                                kb.dma_transpose(dst, src, dmaq.load());
+                                continue;
+                            }
+                            const uint32_t k = dst_next++;   // four PSUM slots: two tiles' halves
+                            const AccessPattern pt = ps_dst[(k >> 1) & 1].region(0, nk, (k & 1) * kRows, nq);
+                            kb.transpose(pt, src);
+                            kb.tensor_copy(dst, pt, Engine::Vector);
+                        }
                         if (n + 1 == gr.tiles.size()) finish_group(gr);
                         return;
                     }
@@ -997,7 +1013,7 @@ void sdpa_backward(KernelBuilder& kb, const TensorDesc& dq, const TensorDesc& dk
                         const size_t first = n - n % kQuad, nt = std::min<size_t>(kQuad, gr.tiles.size() - first);
                         if (n + 1 != first + nt) return;
                         const uint32_t i0 = gr.tiles[first], w = static_cast<uint32_t>(nt) * kRows;
-                        const AccessPattern dqp = ps_dq[quad_of(g) % 2].region(0, D, 0, w);
+                        const AccessPattern dqp = ps_dq[0].region(0, D, 0, w);
                         const Tile& dst = dst_quad[quad_of(g) % kQuadRing];
                         for (uint32_t c = 0; c < gr.ng; ++c) {
                             const uint32_t nk = gr.keys_of(c);
