@@ -128,8 +128,9 @@ TEST(KernelMatmul, OverlapsLoadsWithComputeAndKeepsTensorEBusy) {
     const double te = static_cast<double>(s.busy_ps[static_cast<size_t>(Engine::Tensor)]);
     // The matmuls alone: (2048/128)^2 * (2048/512) instructions x 512 cycles, plus a
     // LoadStationary for each one whose stationary differs from the previous matmul's
-    // (load_stationary_background is off in the presets). A^T tiles serve two B chunks in a row,
-    // so at most about half the matmuls load one.
+    // (load_stationary_background is off in the presets). A^T tiles serve up to four B chunks in
+    // a row; this kernel is one block, whose first chunk runs alone (so that the first matmuls
+    // wait for one chunk of B only) and the other three together: half the matmuls load one.
     ASSERT_FALSE(chip.tensor.load_stationary_background);
     int matmuls = 0, loads = 0;
     const AccessPattern* last = nullptr;
@@ -142,7 +143,7 @@ TEST(KernelMatmul, OverlapsLoadsWithComputeAndKeepsTensorEBusy) {
         last = &ins.src0;
     }
     EXPECT_EQ(matmuls, 16 * 16 * 4);
-    EXPECT_LE(loads, matmuls * 3 / 4);
+    EXPECT_LE(loads, matmuls / 2);
     EXPECT_DOUBLE_EQ(te, std::llround(512 * 1000 / chip.tensor.clock_ghz) * (matmuls - loads) +
                              std::llround((512 + chip.tensor.load_stationary_cycles) * 1000 / chip.tensor.clock_ghz) *
                                  loads);
