@@ -64,8 +64,8 @@ def main() -> int:
         opt.step()
 
     step()   # builds and caches every kernel
-    steps = int(os.environ.get("TRNSIM_BENCH_STEPS", "3"))
-    repeats = int(os.environ.get("TRNSIM_BENCH_REPEATS", "3"))
+    steps = int(os.environ.get("TRNSIM_BENCH_STEPS", "10"))
+    repeats = int(os.environ.get("TRNSIM_BENCH_REPEATS", "5"))
 
     def run(n: int) -> None:
         for _ in range(n):
