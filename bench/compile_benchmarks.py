@@ -8,8 +8,8 @@
   compiled_vs_eager_speedup_dit   simulated step time eager / compiled for that DiT
   compiled_mfu_dit7b_trn2         printed: the same for a DiT of Cosmos-7B's trunk shape (hidden 4096,
                                   32 heads, 28 layers) at 8192 tokens per sample. Attention is 25% of
-                                  its FLOPs against 40% at hidden 2048, and the attention kernels are
-                                  bound near 0.6 of peak (docs/compiler.md), so the MFU rises with width.
+                                  its FLOPs against 40% at hidden 2048, and the attention kernels run
+                                  at 0.6-0.75 of peak (docs/compiler.md), so the MFU rises with width.
 
 Timing-only mode: the models are traced on the "meta" device (no data anywhere), the
 compiled programs run on a NeuronCore in ExecMode::TimingOnly (trnsim._C._compiler.simulate).
