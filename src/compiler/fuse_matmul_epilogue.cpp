@@ -17,8 +17,14 @@ constexpr size_t kMaxEpilogueOperands = 3;
 // Chain results stored besides the final one (each an extra store per output tile).
 constexpr size_t kMaxEpilogueStores = 2;
 
+// A matrix the fused matmul reads as MatmulArgs does: unit stride in one dim, and no dim of
+// more than one element with stride 0 (an operand broadcast along rows or columns, e.g. an
+// expanded vector, stays with the operator library's matmul).
 bool is_2d_matrix(const Value& v) {
-    return v.sizes.size() == 2 && (v.strides[1] == 1 || v.strides[0] == 1 || v.sizes[0] == 1 || v.sizes[1] == 1);
+    if (v.sizes.size() != 2) return false;
+    for (int d = 0; d < 2; ++d)
+        if (v.sizes[d] > 1 && v.strides[d] == 0) return false;
+    return v.strides[1] == 1 || v.strides[0] == 1 || v.sizes[0] == 1 || v.sizes[1] == 1;
 }
 
 // Broadcast strides of operand 'v' over 'shape' (trailing-aligned); false if it does not broadcast.

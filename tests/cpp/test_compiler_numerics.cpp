@@ -85,6 +85,31 @@ TEST(CompilerNumerics, FusedMatmulEpilogueMatchesUnfused) {
     expect_all_near(fused[0], want, 3e-2, 2e-2, "gelu(x w^T + b) + r");
 }
 
+// An operand broadcast along its rows (row stride 0, e.g. an expanded vector) is not a dense
+// matrix: the fused matmul must read the same row for every M, as the unfused matmul does.
+TEST(CompilerNumerics, FusedMatmulWithRowBroadcastOperandMatchesUnfused) {
+    const int64_t M = 160, K = 96, N = 128;
+    const DType dt = DType::f32;
+    Graph g;
+    const int x = g.add_input(dt, {1, K}), w = g.add_input(dt, {K, N});
+    const int xe = g.add_view(x, {M, K}, {0, 1}, 0);
+    g.set_outputs({g.unary(ops::Unary::relu, g.matmul(xe, w))});
+    const auto xv = random_values(K, 31, -1, 1), wv = random_values(K * N, 32, -1, 1);
+    CompiledRunner r;
+    CompiledGraph cg;
+    const auto fused = r.run(g, {xv, wv}, {}, &cg);
+    const auto plain = r.run(g, {xv, wv}, unfused());
+    std::vector<float> want(M * N);
+    for (int64_t m = 0; m < M; ++m)
+        for (int64_t n = 0; n < N; ++n) {
+            double acc = 0;
+            for (int64_t k = 0; k < K; ++k) acc += static_cast<double>(xv[k]) * wv[k * N + n];
+            want[m * N + n] = std::max(0.0f, static_cast<float>(acc));
+        }
+    expect_all_near(plain[0], want, 1e-4, 1e-4, "unfused relu(expand(x) w)");
+    expect_all_near(fused[0], want, 1e-4, 1e-4, "fused relu(expand(x) w)");
+}
+
 TEST(CompilerNumerics, FusedMatmulStoringThePreActivationMatchesUnfused) {
     const int64_t B = 2, T = 100, K = 96, N = 600;   // ragged row and column tiles
     const DType dt = DType::bf16;
