@@ -16,13 +16,6 @@ namespace {
 
 bool float_dtype(DType dt) { return dt == DType::f32 || dt == DType::bf16 || dt == DType::f16; }
 
-// A 2-D value the fused matmul reads as a matrix of stored rows or stored columns.
-bool plain_matrix(const Value& v) {
-    if (v.sizes.size() != 2 || !float_dtype(v.dtype)) return false;
-    const int64_t rows = v.sizes[0], cols = v.sizes[1], rs = v.strides[0], cs = v.strides[1];
-    return (cs == 1 && (rows <= 1 || rs >= cols)) || (rs == 1 && (cols <= 1 || cs >= rows));
-}
-
 bool same_layout(const Value& a, const Value& b) {
     return a.storage == b.storage && a.dtype == b.dtype && a.sizes == b.sizes && a.strides == b.strides &&
            a.offset == b.offset;
@@ -50,7 +43,8 @@ int matmul_reading(const Graph& g, int x) {
         const Value& out = g.values[n.outputs[0]];
         if (out.numel() == 0) continue;
         if (n.op == Op::fused_matmul && n.i0 == 0) return i;
-        if (n.op == Op::matmul && plain_matrix(g.values[n.inputs[0]]) && plain_matrix(g.values[n.inputs[1]]) &&
+        if (n.op == Op::matmul && matmul_matrix(g.values[n.inputs[0]]) && matmul_matrix(g.values[n.inputs[1]]) &&
+            float_dtype(g.values[n.inputs[0]].dtype) && float_dtype(g.values[n.inputs[1]].dtype) &&
             out.sizes.size() == 2 && float_dtype(out.dtype))
             return i;
     }

@@ -17,16 +17,6 @@ constexpr size_t kMaxEpilogueOperands = 3;
 // Chain results stored besides the final one (each an extra store per output tile).
 constexpr size_t kMaxEpilogueStores = 2;
 
-// A matrix the fused matmul reads as MatmulArgs does: unit stride in one dim, and no dim of
-// more than one element with stride 0 (an operand broadcast along rows or columns, e.g. an
-// expanded vector, stays with the operator library's matmul).
-bool is_2d_matrix(const Value& v) {
-    if (v.sizes.size() != 2) return false;
-    for (int d = 0; d < 2; ++d)
-        if (v.sizes[d] > 1 && v.strides[d] == 0) return false;
-    return v.strides[1] == 1 || v.strides[0] == 1 || v.sizes[0] == 1 || v.sizes[1] == 1;
-}
-
 // Broadcast strides of operand 'v' over 'shape' (trailing-aligned); false if it does not broadcast.
 bool broadcast_strides(const Value& v, const std::vector<int64_t>& shape, std::vector<int64_t>* st) {
     if (v.sizes.size() > shape.size()) return false;
@@ -86,7 +76,7 @@ void fuse_matmul_epilogue(Graph& g, PassContext& ctx) {
         if (mm.op != Op::matmul && mm.op != Op::addmm) continue;
         const bool addmm = mm.op == Op::addmm;
         const int a = mm.inputs[addmm ? 1 : 0], b = mm.inputs[addmm ? 2 : 1];
-        if (!is_2d_matrix(g.values[a]) || !is_2d_matrix(g.values[b])) continue;
+        if (!matmul_matrix(g.values[a]) || !matmul_matrix(g.values[b])) continue;
         const int product = mm.outputs[0];
         const DType product_dtype = g.values[product].dtype;
 

@@ -17,6 +17,9 @@ int sole_user(const Graph& g, const std::vector<std::vector<int>>& users, int v)
 std::vector<int> node_positions(const Graph& g);
 // Normalizes a (possibly negative) dim against rank.
 int64_t wrap_dim(int64_t d, size_t rank);
+// A 2-D value the fused matmul kernel reads as a matrix (MatmulArgs): stored rows (column
+// stride 1, row stride >= columns) or stored columns (the transpose), no dim broadcast.
+bool matmul_matrix(const Value& v);
 
 }  // namespace trnsim::compiler
 

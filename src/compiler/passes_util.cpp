@@ -49,6 +49,12 @@ std::vector<int> node_positions(const Graph& g) {
 
 int64_t wrap_dim(int64_t d, size_t rank) { return d < 0 ? d + static_cast<int64_t>(rank) : d; }
 
+bool matmul_matrix(const Value& v) {
+    if (v.sizes.size() != 2) return false;
+    const int64_t rows = v.sizes[0], cols = v.sizes[1], rs = v.strides[0], cs = v.strides[1];
+    return (cs == 1 && (rows <= 1 || rs >= cols)) || (rs == 1 && (cols <= 1 || cs >= rows));
+}
+
 }  // namespace trnsim::compiler
 
 namespace trnsim::compiler {
