@@ -120,6 +120,34 @@ public:
         // modulo period lies in [phase, phase + run) (an element- or row-strided pattern); 0 = dense.
         uint64_t period = 0, phase = 0, run = 0;
     };
+    // The live footprints of one memory, bucketed by the bytes they touch (within a partition for
+    // SBUF and PSUM), so that a hazard check visits only the records that can overlap its bytes
+    // instead of every record of the kernel. Member templates are defined in kernel_builder.cpp.
+    class LiveAccesses {
+    public:
+        void reset(uint64_t extent_bytes, uint32_t bin_shift);   // bins of 2^bin_shift bytes
+        void insert(const Access& a);
+        // f(Access&) for the records whose bins meet [b0, b1): every record overlapping those
+        // bytes, and some that do not; a record may be visited more than once.
+        template <class F> void for_each_near(uint64_t b0, uint64_t b1, F&& f);
+        template <class Pred> void erase_near_if(uint64_t b0, uint64_t b1, Pred&& pred);
+        template <class F> void for_each(F&& f);          // every record, once
+        template <class Pred> void erase_if(Pred&& pred);
+        void clear();
+
+    private:
+        struct Entry { uint32_t slot, gen; };
+        std::pair<size_t, size_t> bins_of(uint64_t b0, uint64_t b1) const;
+        template <class F> void scan_bins(uint64_t b0, uint64_t b1, F&& visit);
+        void erase_slot(uint32_t slot);
+        std::vector<Access> slots_;
+        std::vector<uint32_t> gen_;          // bumped when a slot is erased: older entries are stale
+        std::vector<uint8_t> alive_;
+        std::vector<uint32_t> free_;
+        std::vector<std::vector<Entry>> bins_;
+        uint32_t shift_ = 63;
+    };
+
 private:
     void emit_dma(Opcode op, const AccessPattern& dst, const AccessPattern& src, int queue);
     void add_dependencies(Instruction& ins);
@@ -133,9 +161,9 @@ private:
     uint32_t next_dma_queue_ = 0;
     bool args_may_alias_ = false;
     std::vector<uint32_t> queue_count_;      // instructions emitted per queue
-    // Live footprints (pruned as they are overwritten), one list per MemSpace: a footprint can
+    // Live footprints (pruned as they are overwritten), one index per MemSpace: a footprint can
     // only meet records of its own memory.
-    std::array<std::vector<Access>, 3> accesses_;
+    std::array<LiveAccesses, 3> accesses_;
     std::vector<uint32_t> fence_;            // queue_count_ at the last barrier()
     uint64_t fence_pending_ = 0;             // queues that have not yet waited on the last barrier
 

@@ -57,6 +57,11 @@ KernelBuilder::KernelBuilder(const ChipConfig& chip, std::string name, uint64_t 
     prog_.tag_names.push_back(prog_.name);
     queue_count_.assign(kMaxQueues, 0);
     fence_.assign(kMaxQueues, 0);
+    // HBM records stay in one bin (they are few after folding, see add_access); on-chip ones are
+    // binned by 1 KiB of SBUF and 512 B of PSUM.
+    accesses_[static_cast<size_t>(MemSpace::HBM)].reset(1, 63);
+    accesses_[static_cast<size_t>(MemSpace::SBUF)].reset(chip_.sbuf.bytes_per_partition, 10);
+    accesses_[static_cast<size_t>(MemSpace::PSUM)].reset(chip_.psum.bytes_per_partition, 9);
     sbuf_free_.push_back({0, chip_.sbuf.bytes_per_partition});
     psum_banks_free_.push_back({0, chip_.psum.bytes_per_partition});
 }
@@ -318,16 +323,21 @@ void KernelBuilder::add_dependencies(Instruction& ins) {
     operands(ins, reads, writes);
     const int64_t prev_seq = static_cast<int64_t>(queue_count_[q]) - 1;
     bool depends_on_prev = false;
+    // Idempotent per record (the index may visit one twice).
     auto check = [&](const Footprint& f, bool is_write) {
-        for (const Access& a : accesses_[static_cast<size_t>(f.space)]) {
-            if (!overlaps(f, a, args_may_alias_)) continue;
-            if (!is_write && !a.is_write) continue;   // read after read: no hazard
+        LiveAccesses& live = accesses_[static_cast<size_t>(f.space)];
+        auto hazard = [&](const Access& a) {
+            if (!overlaps(f, a, args_may_alias_)) return;
+            if (!is_write && !a.is_write) return;   // read after read: no hazard
             if (a.queue == q) {
                 if (a.is_write && !is_write && static_cast<int64_t>(a.seq) == prev_seq) depends_on_prev = true;
-                continue;  // same queue: in order
+                return;  // same queue: in order
             }
             need[a.queue] = std::max<int64_t>(need[a.queue], a.seq);
-        }
+        };
+        // Different HBM arguments meet only when they may alias: then every record is a candidate.
+        if (f.space == MemSpace::HBM) live.for_each(hazard);
+        else live.for_each_near(f.b0, f.b1, hazard);
     };
     for (const Footprint& f : reads) check(f, false);
     for (const Footprint& f : writes) check(f, true);
@@ -361,8 +371,7 @@ void KernelBuilder::record_access(const Instruction& ins, uint32_t queue, uint32
     for (const Footprint& f : writes) {
         // A write supersedes every earlier access it fully covers: later hazards are with this write,
         // which is itself ordered after them.
-        std::vector<Access>& live = accesses_[static_cast<size_t>(f.space)];
-        live.erase(std::remove_if(live.begin(), live.end(), [&](const Access& a) { return covers(f, a); }), live.end());
+        accesses_[static_cast<size_t>(f.space)].erase_near_if(f.b0, f.b1, [&](const Access& a) { return covers(f, a); });
         add_access(access_of(f, true, queue, seq));
     }
     for (const Footprint& f : reads) add_access(access_of(f, false, queue, seq));
@@ -377,36 +386,134 @@ void KernelBuilder::record_access(const Instruction& ins, uint32_t queue, uint32
 // double buffers, so they are never folded.
 void KernelBuilder::add_access(const Access& n) {
     constexpr size_t kFoldAt = 64;
-    std::vector<Access>& live = accesses_[static_cast<size_t>(n.space)];
-    size_t same_group = 0;
-    for (Access& a : live) {
-        if (a.is_write != n.is_write || a.queue != n.queue || a.space != n.space || a.arg != n.arg) continue;
-        if (a.p0 == n.p0 && a.p1 == n.p1 && a.b0 == n.b0 && a.b1 == n.b1 && a.period == n.period &&
-            a.phase == n.phase && a.run == n.run) {
-            a.seq = n.seq;
-            return;
-        }
-        ++same_group;
-    }
-    live.push_back(n);
-    if (n.space != MemSpace::HBM || same_group + 1 < kFoldAt) return;
-    Access box = n;
+    LiveAccesses& live = accesses_[static_cast<size_t>(n.space)];
     auto in_group = [&](const Access& a) {
         return a.is_write == n.is_write && a.queue == n.queue && a.space == n.space && a.arg == n.arg;
     };
+    // An identical record starts at the same byte, so it is among the records near n.b0.
+    bool updated = false;
+    live.for_each_near(n.b0, n.b0 + 1, [&](Access& a) {
+        if (updated || !in_group(a)) return;
+        if (a.p0 == n.p0 && a.p1 == n.p1 && a.b0 == n.b0 && a.b1 == n.b1 && a.period == n.period &&
+            a.phase == n.phase && a.run == n.run) {
+            a.seq = n.seq;
+            updated = true;
+        }
+    });
+    if (updated) return;
+    live.insert(n);
+    if (n.space != MemSpace::HBM) return;
+    size_t same_group = 0;
+    live.for_each([&](const Access& a) { same_group += in_group(a); });
+    if (same_group < kFoldAt) return;
+    Access box = n;
     // The box keeps a periodic pattern that all its records share (one queue's column block of
     // many row tiles); otherwise it is dense.
-    for (const Access& a : live) {
-        if (!in_group(a)) continue;
+    live.for_each([&](const Access& a) {
+        if (!in_group(a)) return;
         if (a.period != box.period || a.phase != box.phase || a.run != box.run) box.period = box.phase = box.run = 0;
         box.p0 = std::min(box.p0, a.p0);
         box.p1 = std::max(box.p1, a.p1);
         box.b0 = std::min(box.b0, a.b0);
         box.b1 = std::max(box.b1, a.b1);
         box.seq = std::max(box.seq, a.seq);
+    });
+    live.erase_if(in_group);
+    live.insert(box);
+}
+
+// ------------------------------------------------------------------ live-access index
+void KernelBuilder::LiveAccesses::reset(uint64_t extent_bytes, uint32_t bin_shift) {
+    clear();
+    shift_ = bin_shift;
+    const uint64_t bins = bin_shift >= 63 ? 1 : std::max<uint64_t>(1, (extent_bytes + (1ull << bin_shift) - 1) >> bin_shift);
+    bins_.assign(bins, {});
+}
+
+void KernelBuilder::LiveAccesses::clear() {
+    slots_.clear();
+    gen_.clear();
+    alive_.clear();
+    free_.clear();
+    for (auto& b : bins_) b.clear();
+}
+
+// Bins [first, last] that bytes [b0, b1) fall in; addresses past the extent go to the last bin,
+// so two overlapping ranges always share a bin.
+std::pair<size_t, size_t> KernelBuilder::LiveAccesses::bins_of(uint64_t b0, uint64_t b1) const {
+    const size_t last = bins_.size() - 1;
+    if (shift_ >= 63) return {0, 0};
+    const size_t lo = static_cast<size_t>(std::min<uint64_t>(b0 >> shift_, last));
+    const size_t hi = static_cast<size_t>(std::min<uint64_t>((b1 > b0 ? b1 - 1 : b0) >> shift_, last));
+    return {lo, hi};
+}
+
+void KernelBuilder::LiveAccesses::insert(const Access& a) {
+    uint32_t slot;
+    if (!free_.empty()) {
+        slot = free_.back();
+        free_.pop_back();
+        slots_[slot] = a;
+        alive_[slot] = 1;
+    } else {
+        slot = static_cast<uint32_t>(slots_.size());
+        slots_.push_back(a);
+        gen_.push_back(0);
+        alive_.push_back(1);
     }
-    live.erase(std::remove_if(live.begin(), live.end(), in_group), live.end());
-    live.push_back(box);
+    const auto [lo, hi] = bins_of(a.b0, a.b1);
+    for (size_t b = lo; b <= hi; ++b) bins_[b].push_back({slot, gen_[slot]});
+}
+
+void KernelBuilder::LiveAccesses::erase_slot(uint32_t slot) {
+    alive_[slot] = 0;
+    ++gen_[slot];
+    free_.push_back(slot);
+}
+
+// visit(slot) for each live record in the bins of [b0, b1); entries of records erased before or
+// by the visit are dropped from the bins.
+template <class F>
+void KernelBuilder::LiveAccesses::scan_bins(uint64_t b0, uint64_t b1, F&& visit) {
+    const auto [lo, hi] = bins_of(b0, b1);
+    for (size_t b = lo; b <= hi; ++b) {
+        std::vector<Entry>& bin = bins_[b];
+        for (size_t i = 0; i < bin.size();) {
+            const Entry e = bin[i];
+            auto live = [&] { return alive_[e.slot] && gen_[e.slot] == e.gen; };
+            if (live()) visit(e.slot);
+            if (!live()) {
+                bin[i] = bin.back();
+                bin.pop_back();
+                continue;
+            }
+            ++i;
+        }
+    }
+}
+
+template <class F>
+void KernelBuilder::LiveAccesses::for_each_near(uint64_t b0, uint64_t b1, F&& f) {
+    scan_bins(b0, b1, [&](uint32_t slot) { f(slots_[slot]); });
+}
+
+template <class Pred>
+void KernelBuilder::LiveAccesses::erase_near_if(uint64_t b0, uint64_t b1, Pred&& pred) {
+    scan_bins(b0, b1, [&](uint32_t slot) {
+        if (pred(slots_[slot])) erase_slot(slot);
+    });
+}
+
+template <class F>
+void KernelBuilder::LiveAccesses::for_each(F&& f) {
+    for (size_t s = 0; s < slots_.size(); ++s)
+        if (alive_[s]) f(slots_[s]);
+}
+
+template <class Pred>
+void KernelBuilder::LiveAccesses::erase_if(Pred&& pred) {
+    for (size_t s = 0; s < slots_.size(); ++s)
+        if (alive_[s] && pred(slots_[s])) erase_slot(static_cast<uint32_t>(s));
 }
 
 uint32_t KernelBuilder::emit(Instruction ins) {

@@ -53,6 +53,26 @@ TEST(KernelBuilderDeps, DisjointTilesAndReadsDoNotWait) {
     EXPECT_TRUE(waits_on(p.instrs[2], Engine::Vector));
 }
 
+TEST(KernelBuilderDeps, SlicesOfALargeTileMeetOnlyWhereTheirBytesDo) {
+    // A 32 KiB-per-partition tile spans many of the index's byte bins: hazards between its slices
+    // are found wherever they lie, and only between slices that share bytes.
+    KernelBuilder kb(chip(), "large");
+    Tile big = kb.alloc_sbuf(128, {8192}, DType::f32), out = kb.alloc_sbuf(128, {16}, DType::f32);
+    kb.memset(big.ap(), 1.0f);                                          // 0: Vector writes all of it
+    kb.activation(out.ap(), big.cols(5000, 16), ActFunc::exp);         // 1: Scalar reads a middle slice
+    kb.memset(big.cols(100, 16), 0.0f, Engine::GpSimd);                // 2: GpSimd writes another slice
+    kb.memset(big.ap(), 2.0f, Engine::GpSimd);                         // 3: GpSimd rewrites all of it
+    kb.activation(out.ap(), big.cols(8176, 16), ActFunc::exp);         // 4: Scalar reads the last bytes
+    Program p = kb.finish();
+    EXPECT_TRUE(waits_on(p.instrs[1], Engine::Vector));
+    EXPECT_TRUE(waits_on(p.instrs[2], Engine::Vector));    // write after write
+    EXPECT_FALSE(waits_on(p.instrs[2], Engine::Scalar));   // disjoint from the Scalar read
+    EXPECT_TRUE(waits_on(p.instrs[3], Engine::Scalar));    // write after read
+    // The rewrite supersedes the Vector write: the last read waits on GpSimd only.
+    EXPECT_TRUE(waits_on(p.instrs[4], Engine::GpSimd));
+    EXPECT_FALSE(waits_on(p.instrs[4], Engine::Vector));
+}
+
 TEST(KernelBuilderDeps, InterleavedStridedHbmWritesOnDifferentQueuesAreIndependent) {
     // A [16, 128] SBUF tile stored transposed into a [128, 16] fp32 HBM matrix, 8 partitions per
     // queue: each queue writes 32-byte runs (8 columns) of the same 128 rows, 64 bytes apart.
