@@ -67,6 +67,15 @@ struct Result {
     double hbm_read_mb = 0, hbm_write_mb = 0;
 };
 
+// Published per-engine busy figures (engine active time, DMA active time) against the simulation;
+// the target is to be within kBusyBound of each non-zero published figure.
+constexpr double kBusyBound = 0.15;
+struct BusyFigure {
+    const char* engine;
+    double published_us, simulated_us;   // published < 0: not published
+};
+std::vector<BusyFigure> busy_figures(const Result& r);
+
 // The NKIBench baselines beyond silu/adamw/matmul/rmsnorm_matmul (cases_nkibench_extended.cpp),
 // appended to v in report order.
 void add_nkibench_extended_cases(std::vector<Case>& v);

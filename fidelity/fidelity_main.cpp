@@ -20,22 +20,6 @@ std::string opt_us(double v) {
 }
 std::string opt_n(long v) { return v < 0 ? "-" : std::to_string(v); }
 
-// Published per-engine busy figures (engine active time, DMA active time) against the simulation.
-constexpr double kBusyBound = 0.15;
-
-struct BusyFigure {
-    const char* engine;
-    double published_us, simulated_us;
-};
-
-std::vector<BusyFigure> busy_figures(const Result& r) {
-    const Published& p = r.c->published;
-    return {{"TE", p.tensor_busy_us, r.tensor_busy_us},
-            {"VE", p.vector_busy_us, r.vector_busy_us},
-            {"ACT", p.scalar_busy_us, r.scalar_busy_us},
-            {"DMA", p.dma_active_us, r.dma_active_us}};
-}
-
 // "34820.0/31675.7 (-9.0%)"; a figure published as 0 (engine unused) has no relative error.
 std::string busy_text(const BusyFigure& f) {
     char buf[64];

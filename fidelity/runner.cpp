@@ -33,6 +33,14 @@ int64_t dma_active_ps(const std::vector<InstrRecord>& rec) {
 
 }  // namespace
 
+std::vector<BusyFigure> busy_figures(const Result& r) {
+    const Published& p = r.c->published;
+    return {{"TE", p.tensor_busy_us, r.tensor_busy_us},
+            {"VE", p.vector_busy_us, r.vector_busy_us},
+            {"ACT", p.scalar_busy_us, r.scalar_busy_us},
+            {"DMA", p.dma_active_us, r.dma_active_us}};
+}
+
 Result run_case(const Case& c) { return run_case(c, load_chip(c.chip)); }
 
 Result run_case(const Case& c, const ChipConfig& chip) {

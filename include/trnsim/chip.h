@@ -34,6 +34,9 @@ struct StreamEngineConfig {
     // one on the same engine does not pay it, only one that waited (a dependent one pays the turnaround).
     bool access_overhead_pipelined = false;
     uint32_t psum_access_overhead_cycles = 0;  // static overhead of a PSUM operand (instead of the SBUF one)
+    // Extra cycles of the first instruction that reads a PSUM bank after an accumulation group of two
+    // or more matmuls closed there (the accumulated result), over a read of a single matmul's output.
+    uint32_t accumulation_read_cycles = 0;
     uint32_t divide_cycles_per_elem = 1;       // cycles per element of an ALU divide (reciprocal) stage
     // Cycles per element when the destination starts on another partition than the source (the
     // cross-half / cross-quadrant movement of NeuronCore-v2); 1 = no slower than the same-partition rate.

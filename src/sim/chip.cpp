@@ -74,6 +74,8 @@ void add_stream_engine(std::vector<Field>& fields, const std::string& name,
                       member(&StreamEngineConfig::access_overhead_pipelined)});
     fields.push_back({name + ".psum_access_overhead_cycles", Kind::NonNegativeInt,
                       member(&StreamEngineConfig::psum_access_overhead_cycles)});
+    fields.push_back({name + ".accumulation_read_cycles", Kind::NonNegativeInt,
+                      member(&StreamEngineConfig::accumulation_read_cycles)});
     fields.push_back({name + ".divide_cycles_per_elem", Kind::PositiveInt,
                       member(&StreamEngineConfig::divide_cycles_per_elem)});
     fields.push_back({name + ".cross_partition_cycles_per_elem", Kind::PositiveInt,

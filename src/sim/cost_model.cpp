@@ -129,7 +129,8 @@ void for_each_tensor_operand(const Instruction& ins, const std::function<void(co
     }
 }
 
-int64_t compute_cost_ps(const Instruction& ins, const ChipConfig& chip, bool stationary_reloaded, bool back_to_back) {
+int64_t compute_cost_ps(const Instruction& ins, const ChipConfig& chip, bool stationary_reloaded, bool back_to_back,
+                        bool reads_accumulation) {
     if (ins.op == Opcode::barrier) return 0;
     if (ins.engine == Engine::Tensor) {
         const TensorEngineConfig& te = chip.tensor;
@@ -150,7 +151,9 @@ int64_t compute_cost_ps(const Instruction& ins, const ChipConfig& chip, bool sta
         return cycles_to_ps(c, te.clock_ghz);
     }
     const StreamEngineConfig& eng = stream_engine(chip, ins.engine);
-    return cycles_to_ps(stream_cycles(ins, eng, back_to_back), eng.clock_ghz);
+    double c = stream_cycles(ins, eng, back_to_back);
+    if (reads_accumulation) c += eng.accumulation_read_cycles;
+    return cycles_to_ps(c, eng.clock_ghz);
 }
 
 DmaCost dma_cost(const Instruction& ins, const ChipConfig& chip) {

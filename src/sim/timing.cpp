@@ -102,6 +102,7 @@ void TimingModel::begin_program(int64_t start_ps) {
     user_signals_.clear();
     last_stationary_key_ = ~0ull;
     last_te_was_matmul_ = false;
+    psum_unread_accumulations_ = 0;
     hbm_.prune_before(program_start_);
     // Every program starts on an idle core: the TensorE begins at its start limit.
     te_limit_ = chip_.tensor.throttle_start_limit;
@@ -204,10 +205,28 @@ TimingModel::Slot TimingModel::schedule(const Instruction& ins) {
         // A barrier only carries semaphore waits that did not fit on the instruction after it:
         // the next stationary still loads in the background of the last matmul.
         if (ins.engine == Engine::Tensor && ins.op != Opcode::barrier) last_te_was_matmul_ = ins.op == Opcode::nc_matmul;
+        // Accumulation results in PSUM: a matmul that accumulates marks its banks, a non-accumulating
+        // one (a new group) clears them; any other access reads or overwrites them.
+        bool reads_accumulation = false;
+        if (ins.op == Opcode::nc_matmul && ins.dst.space == MemSpace::PSUM) {
+            const uint32_t banks = psum_banks_of(ins.dst, chip_.psum);
+            if (ins.flags & F_ACCUMULATE) psum_unread_accumulations_ |= banks;
+            else psum_unread_accumulations_ &= ~banks;
+        } else if (psum_unread_accumulations_ != 0) {
+            uint32_t read = 0, touched = 0;
+            for_each_tensor_operand(ins, [&](const AccessPattern& ap) {
+                if (ap.space != MemSpace::PSUM) return;
+                const uint32_t banks = psum_banks_of(ap, chip_.psum);
+                touched |= banks;
+                if (&ap != &ins.dst && &ap != &ins.acc) read |= banks;
+            });
+            reads_accumulation = (read & psum_unread_accumulations_) != 0;
+            psum_unread_accumulations_ &= ~touched;
+        }
         const int64_t earliest = std::max(ready, deps);
         auto cost_at = [&](int64_t start) {
             const bool back_to_back = start == ready && !done_[q].empty();
-            return compute_cost_ps(ins, chip_, reloaded, back_to_back);
+            return compute_cost_ps(ins, chip_, reloaded, back_to_back, reads_accumulation);
         };
         // Shared ports: VectorE (0) against GpSimdE (1) on SBUF, VectorE (0) against ScalarE (1) on PSUM.
         const PortConfig& ports = chip_.ports;

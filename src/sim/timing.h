@@ -23,8 +23,10 @@ namespace trnsim {
 // Engine-side cost of a non-DMA instruction, in picoseconds. back_to_back: the engine issued it
 // right after its previous instruction (no idle gap), so a pipelined access overhead is hidden; one
 // that reads its predecessor's result still pays the dependent turnaround.
+// reads_accumulation: it is the first to read a PSUM accumulation group's result
+// (StreamEngineConfig::accumulation_read_cycles).
 int64_t compute_cost_ps(const Instruction& ins, const ChipConfig& chip, bool stationary_reloaded,
-                        bool back_to_back = false);
+                        bool back_to_back = false, bool reads_accumulation = false);
 
 // Calls f with every SBUF/PSUM operand a compute instruction reads or writes (each one a tensor
 // access that pays the engine's static access overhead).
@@ -99,6 +101,9 @@ private:
     // TensorE utilization limit at the end of its last instruction.
     double te_limit_ = 1.0;
     int64_t te_last_end_ = 0;
+    // PSUM banks (one bit each) whose last matmul accumulated onto earlier ones and that nothing has
+    // read or written since: their first reader pays accumulation_read_cycles.
+    uint32_t psum_unread_accumulations_ = 0;
     // Port uses per engine: SBUF (VectorE, GpSimdE) and PSUM (VectorE, ScalarE).
     std::vector<PortUse> sbuf_use_[2], psum_use_[2];
 };

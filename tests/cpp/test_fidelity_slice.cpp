@@ -19,6 +19,20 @@ void expect_within_bound(const char* name) {
                                            << r.simulated_us << " us (" << c.source << ")";
 }
 
+// Each published (non-zero) per-engine busy figure of the case within kBusyBound.
+void expect_busy_within_bound(const char* name) {
+    const Case& c = find_case(name);
+    Result r = run_case(c);
+    int checked = 0;
+    for (const BusyFigure& f : busy_figures(r)) {
+        if (f.published_us <= 0) continue;
+        ++checked;
+        EXPECT_LE(std::fabs(f.simulated_us - f.published_us), kBusyBound * f.published_us)
+            << c.name << " " << f.engine << ": published " << f.published_us << " us, simulated " << f.simulated_us;
+    }
+    EXPECT_GT(checked, 0) << c.name << " publishes no busy figure";
+}
+
 }  // namespace
 
 TEST(FidelitySlice, Trn2DmaOneEngine32KiB) { expect_within_bound("trn2.dma.one_engine_32k"); }
@@ -34,6 +48,10 @@ TEST(FidelitySlice, Trn1LayerNormV2) { expect_within_bound("trn1.layernorm.v2");
 TEST(FidelitySlice, Trn1NkiBenchMamba) { expect_within_bound("trn1.nkibench.mamba"); }
 TEST(FidelitySlice, Trn1NkiBenchAddRmsnormMatmul) { expect_within_bound("trn1.nkibench.add_rmsnorm_matmul"); }
 TEST(FidelitySlice, Trn1NkiBenchSwiglu) { expect_within_bound("trn1.nkibench.swiglu"); }
+// ScalarE reads of PSUM accumulation results (scalar.accumulation_read_cycles, fitted on the first,
+// cross-checked on the second) and VectorE / ScalarE work of a mixed kernel.
+TEST(FidelitySlice, Trn1NkiBenchTransposeMatmulBusy) { expect_busy_within_bound("trn1.nkibench.transpose_matmul"); }
+TEST(FidelitySlice, Trn1NkiBenchSwigluBusy) { expect_busy_within_bound("trn1.nkibench.swiglu"); }
 TEST(FidelitySlice, Trn1AttentionV4Seq2k) { expect_within_bound("trn1.attn.v4_seq2k"); }
 TEST(FidelitySlice, Trn1AttentionV7Seq4k) { expect_within_bound("trn1.attn.v7_seq4k"); }
 TEST(FidelitySlice, Trn1AttentionV11Seq2k) { expect_within_bound("trn1.attn.v11_seq2k"); }

@@ -406,6 +406,40 @@ TEST(TimingScalarE, PsumOperandPaysThePsumAccessOverhead) {
     EXPECT_EQ(dur(r.rec[0]), ps(512.0 + a.access_overhead_cycles + a.psum_access_overhead_cycles, a.clock_ghz));
 }
 
+TEST(TimingScalarE, FirstReadOfAnAccumulatedPsumBankPaysTheAccumulationRead) {
+    ChipConfig chip = trn2_unthrottled();
+    chip.scalar.accumulation_read_cycles = 150;
+    chip.vector.accumulation_read_cycles = 0;
+    NeuronCore core(chip, ExecMode::TimingOnly, 1 << 20);
+    KernelBuilder kb(chip, "accumulation");
+    Tile w = kb.alloc_sbuf(128, {128}, DType::bf16), x = kb.alloc_sbuf(128, {512}, DType::bf16);
+    Tile acc = kb.alloc_psum(128, 512), acc2 = kb.alloc_psum(128, 512), single = kb.alloc_psum(128, 512);
+    Tile out = kb.alloc_sbuf(128, {512}, DType::f32);
+    for (const Tile* t : {&acc, &acc2}) {
+        kb.matmul(t->ap(), w.ap(), x.ap(), false);
+        kb.matmul(t->ap(), w.ap(), x.ap(), true);   // a group of two: the bank holds an accumulation
+    }
+    kb.matmul(single.ap(), w.ap(), x.ap(), false);
+    kb.tensor_copy(out.ap(), single.ap(), Engine::Scalar);   // one matmul's output
+    kb.tensor_copy(out.ap(), acc.ap(), Engine::Scalar);      // first read of the accumulation
+    kb.tensor_copy(out.ap(), acc.ap(), Engine::Scalar);      // read again
+    kb.tensor_copy(out.ap(), acc2.ap(), Engine::Vector);     // VectorE reads first (no cost there)...
+    kb.tensor_copy(out.ap(), acc2.ap(), Engine::Scalar);     // ...so ScalarE's read is not the first
+    Ran r = run(core, kb.finish());
+    std::vector<int64_t> act;
+    int64_t vec = -1;
+    for (const InstrRecord& rec : r.rec) {
+        if (rec.op != Opcode::tensor_copy) continue;
+        if (rec.queue == static_cast<uint8_t>(Engine::Scalar)) act.push_back(dur(rec));
+        else vec = dur(rec);
+    }
+    ASSERT_EQ(act.size(), 4u);
+    EXPECT_NEAR(act[1] - act[0], ps(150, chip.scalar.clock_ghz), 1);
+    EXPECT_EQ(act[2], act[0]);
+    EXPECT_EQ(act[3], act[0]);
+    EXPECT_GT(vec, 0);
+}
+
 TEST(TimingScalarE, PartitionShiftRunsAtTheCrossPartitionRate) {
     ChipConfig chip = load_chip("trn1");
     ASSERT_GT(chip.scalar.cross_partition_cycles_per_elem, 1u);
