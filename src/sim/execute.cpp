@@ -36,10 +36,14 @@ float* scratch(ScratchSlot slot, size_t n) {
 
 namespace {
 
-// Whether ap is an fp32 SBUF/PSUM tile with each partition's free elements contiguous and
-// 4-byte aligned; if so, the rows' base address and pitch (bounds checked by element()).
+// Whether ap is an fp32 tile with each partition's free elements contiguous and 4-byte
+// aligned; if so, the rows' base address and pitch (bounds checked by element()). In HBM the
+// rows must also follow each other without overlapping (partition_stride >= the row length).
 bool direct_f32(CoreMemory& mem, const AccessPattern& ap, RowsF32* rows) {
-    if (ap.dtype != DType::f32 || ap.space == MemSpace::HBM || ap.offset % 4 != 0 || ap.partitions == 0) return false;
+    if (ap.dtype != DType::f32 || ap.offset % 4 != 0 || ap.partitions == 0) return false;
+    if (ap.space == MemSpace::HBM && ap.partitions > 1 &&
+        (ap.partition_stride < 0 || static_cast<uint64_t>(ap.partition_stride) < ap.free_elems()))
+        return false;
     int64_t expect = 1;
     for (int k = ap.ndim - 1; k >= 0; --k) {
         if (ap.size[k] == 1) continue;
@@ -58,7 +62,8 @@ bool direct_f32(CoreMemory& mem, const AccessPattern& ap, RowsF32* rows) {
 
 bool same_tile(const AccessPattern& a, const AccessPattern& b) {
     return a.space == b.space && a.start_partition == b.start_partition && a.partitions == b.partitions &&
-           a.offset == b.offset && a.dtype == b.dtype && a.free_elems() == b.free_elems();
+           a.offset == b.offset && a.dtype == b.dtype && a.free_elems() == b.free_elems() &&
+           (a.space != MemSpace::HBM || a.partition_stride == b.partition_stride);
 }
 
 }  // namespace
