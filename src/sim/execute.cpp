@@ -145,6 +145,47 @@ float reduce_run(ReduceOp op, const float* x, size_t n) {
     return acc;
 }
 
+namespace {
+
+// reduce_runs for one operation: 'step' is its fp32 combine.
+template <class Step>
+void reduce_runs_with(Step step, float identity, const float* x, size_t pitch, size_t rows, size_t n, float* out) {
+    constexpr size_t kLanes = 8;
+    size_t r = 0;
+    for (; r + kLanes <= rows; r += kLanes) {
+        const float* base = x + r * pitch;
+        float acc[kLanes];
+        for (size_t j = 0; j < kLanes; ++j) acc[j] = identity;
+        for (size_t i = 0; i < n; ++i)
+            for (size_t j = 0; j < kLanes; ++j) acc[j] = step(acc[j], base[j * pitch + i]);
+        for (size_t j = 0; j < kLanes; ++j) out[r + j] = acc[j];
+    }
+    for (; r < rows; ++r) {
+        const float* row = x + r * pitch;
+        float acc = identity;
+        for (size_t i = 0; i < n; ++i) acc = step(acc, row[i]);
+        out[r] = acc;
+    }
+}
+
+}  // namespace
+
+void reduce_runs(ReduceOp op, const float* x, size_t pitch, size_t rows, size_t n, float* out) {
+    if (rows == 0) return;
+    const float identity = reduce_identity(op);
+    switch (op) {
+        case ReduceOp::add:
+            reduce_runs_with([](float a, float v) { return a + v; }, identity, x, pitch, rows, n, out);
+            break;
+        case ReduceOp::max:
+            reduce_runs_with([](float a, float v) { return nan_max(a, v); }, identity, x, pitch, rows, n, out);
+            break;
+        default:   // min (reduce_identity rejected everything else)
+            reduce_runs_with([](float a, float v) { return nan_min(a, v); }, identity, x, pitch, rows, n, out);
+            break;
+    }
+}
+
 void reduce_rows(ReduceOp op, const float* x, size_t rows, size_t cols, float* out) {
     std::fill(out, out + cols, reduce_identity(op));
     for (size_t r = 0; r < rows; ++r) {

@@ -34,9 +34,10 @@ void exec_activation(CoreMemory& mem, const Instruction& ins) {
             std::copy(in, in + F, row);
         }
         exec::apply_activation(ins.func, row, F);
-        // acc reduces the fp32 results, before dst's rounding
-        if (ins.reduce != ReduceOp::none) acc[p] = exec::reduce_run(ins.reduce, row, F);
     }
+    // acc reduces the fp32 results, before dst's rounding (each row is written only by its own
+    // iteration above, so the rows still hold them)
+    if (ins.reduce != ReduceOp::none) exec::reduce_runs(ins.reduce, y.base, y.pitch, P, F, acc);
     if (ins.reduce != ReduceOp::none) mem.store_f32(ins.acc, acc);
     exec::commit_rows(mem, ins.dst, y);
 }

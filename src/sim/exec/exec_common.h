@@ -140,6 +140,9 @@ inline float reduce_step(ReduceOp op, float acc, float v) {
 
 // Sequential fp32 reduction of x[0..n).
 float reduce_run(ReduceOp op, const float* x, size_t n);
+// out[r] = reduce_run(op, x + r * pitch, n) for r < rows, bit for bit. Several rows advance
+// together (each still accumulating in index order), so their dependency chains overlap.
+void reduce_runs(ReduceOp op, const float* x, size_t pitch, size_t rows, size_t n, float* out);
 // out[c] = reduce over r of x[r * cols + c], accumulating r in index order (as reduce_run does).
 void reduce_rows(ReduceOp op, const float* x, size_t rows, size_t cols, float* out);
 

@@ -33,7 +33,7 @@ void exec_tensor_reduce(CoreMemory& mem, const Instruction& ins) {
             exec::reduce_rows(ins.reduce, x + blk * R * C, R, C, out + blk * C);
     } else {
         mem.load_f32(src, x);
-        for (uint64_t g = 0; g < groups; ++g) out[g] = exec::reduce_run(ins.reduce, x + g * group, group);
+        exec::reduce_runs(ins.reduce, x, group, groups, group, out);
     }
     mem.store_f32(ins.dst, out);
 }
