@@ -157,7 +157,7 @@ void NeuronCore::execute_functional(const Program& prog) {
     const auto& in = prog.instrs;
     std::vector<std::pair<size_t, size_t>> ahead;   // later chains already executed in a batch
     moving_cache_.valid = false;
-    moving_cache_.stationaries.clear();
+    for (MovingOperandCache& e : moving_cache_.stationaries) e.valid = false;
     size_t index = 0;
     while (index < in.size()) {
         if (!ahead.empty() && ahead.front().first == index) {

@@ -223,20 +223,26 @@ void execute_matmul_batch(CoreMemory& mem, const MatmulChainRef* chains, size_t 
     for (MovingOperandCache& e : cache->stationaries)
         if (e.valid && same_ap_list(e.operands, stationary_aps)) hit = &e;
     if (!hit) {
-        constexpr size_t kEntries = 32;
-        if (cache->stationaries.size() >= kEntries) cache->stationaries.erase(cache->stationaries.begin());
-        cache->stationaries.emplace_back();
-        hit = &cache->stationaries.back();
+        // An entry no longer valid is refilled in place, so that its buffer is reused (the
+        // entries outlive the programs, invalidated, for this).
+        for (MovingOperandCache& e : cache->stationaries)
+            if (!e.valid) hit = &e;
+        if (!hit) {
+            constexpr size_t kEntries = 32;
+            if (cache->stationaries.size() >= kEntries) cache->stationaries.erase(cache->stationaries.begin());
+            cache->stationaries.emplace_back();
+            hit = &cache->stationaries.back();
+        }
         hit->data.resize(K * MB);
         float* a = hit->data.data();
-        float* tile = exec::scratch(exec::kScratchB, 128 * M);
         for (size_t c = 0; c < count; ++c) {
             uint64_t k0 = 0;
             for (size_t i = 0; i < chains[c].count; ++i) {
                 const AccessPattern& st = chains[c].first[i].src0;
-                mem.load_f32(st, tile);
+                // Dense fp32 rows are copied straight from SBUF, others through a scratch tile.
+                const exec::RowsF32 rows = exec::source_rows(mem, st, exec::kScratchB);
                 for (uint32_t k = 0; k < st.partitions; ++k)
-                    std::memcpy(a + (k0 + k) * MB + c * M, tile + k * M, M * sizeof(float));
+                    std::memcpy(a + (k0 + k) * MB + c * M, rows.row(k), M * sizeof(float));
                 k0 += st.partitions;
             }
         }
