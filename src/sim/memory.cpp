@@ -244,6 +244,11 @@ CoreMemory::CoreMemory(const ChipConfig& chip, uint64_t hbm_bytes, bool backed)
             throw std::runtime_error("CoreMemory: cannot map " + std::to_string(hbm_bytes) +
                                      " bytes of HBM: " + std::strerror(errno));
         hbm_ = static_cast<uint8_t*>(p);
+#if defined(MADV_HUGEPAGE)
+        // Operands stream through HBM in rows thousands of bytes apart; with 4 KiB pages a
+        // step's working set of tens of MiB overflows the TLB. Huge pages are a hint only.
+        if (backed) madvise(p, hbm_bytes, MADV_HUGEPAGE);
+#endif
     }
     allocate_on_chip(sbuf_, static_cast<size_t>(chip.sbuf.partitions) * sbuf_pitch(chip));
     allocate_on_chip(psum_, static_cast<size_t>(chip.psum.partitions) * chip.psum.bytes_per_partition);
