@@ -59,6 +59,10 @@ int main(int argc, char** argv) {
                         r.hbm_read_mb, opt_us(p.hbm_write_mb).c_str(), r.hbm_write_mb);
         std::fflush(stdout);
     }
+    if (results.empty()) {
+        std::fprintf(stderr, "trnsim_fidelity: no case name contains '%s'\n", filter.c_str());
+        return 2;
+    }
     Summary s = summarize(results);
     std::printf("# %d counted points: median |error| %.1f%%, worst |error| %.1f%%\n", s.points,
                 100 * s.median_abs_error, 100 * s.max_abs_error);

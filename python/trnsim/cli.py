@@ -11,6 +11,9 @@
       Analytic training / prefill / decode bounds of a model on each chip.
   trnsim conformance [--ops ...] [--dtypes ...] [--jobs N] [--json out.json]
       PyTorch's OpInfo operator database on neuron vs CPU: table and totals (docs/conformance.md).
+  trnsim fidelity [FILTER]
+      Simulated against published kernel timings (docs/fidelity.md); FILTER keeps the cases whose
+      name contains it. The same report as `make fidelity`.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import argparse
 import json
 import os
 import runpy
+import subprocess
 import sys
 import threading
 import time
@@ -253,9 +257,34 @@ def cmd_roofline(argv: list[str]) -> int:
     return 0
 
 
+# ---------------------------------------------------------------- fidelity
+def fidelity_executable() -> Path | None:
+    """The fidelity report executable installed with the package (trnsim/bin), if any."""
+    import trnsim
+
+    for package_dir in trnsim.__path__:
+        candidate = Path(package_dir) / "bin" / "trnsim_fidelity"
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def cmd_fidelity(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="trnsim fidelity",
+                                     description="Simulated against published kernel timings (docs/fidelity.md).")
+    parser.add_argument("filter", nargs="?", default="", help="only the cases whose name contains this")
+    args = parser.parse_args(argv)
+    exe = fidelity_executable()
+    if exe is None:
+        raise SystemExit("trnsim fidelity: the report executable (trnsim/bin/trnsim_fidelity) is not installed "
+                         "with this package; build it with `make build`")
+    # The chip presets: importing trnsim has pointed TRNSIM_CONFIG_DIR at the packaged ones unless set.
+    return subprocess.run([str(exe), *([args.filter] if args.filter else [])], env=dict(os.environ)).returncode
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    commands = {"run": cmd_run, "chips": cmd_chips, "roofline": cmd_roofline,
+    commands = {"run": cmd_run, "chips": cmd_chips, "roofline": cmd_roofline, "fidelity": cmd_fidelity,
                 "conformance": lambda args: conformance_command.main(args, prog="trnsim conformance")}
     if not argv or argv[0] in ("-h", "--help") or argv[0] not in commands:
         print(__doc__.strip(), file=sys.stderr if argv and argv[0] not in ("-h", "--help") else sys.stdout)

@@ -1,4 +1,4 @@
-"""The `trnsim` command: chips, roofline and run."""
+"""The `trnsim` command: chips, roofline, fidelity and run."""
 
 import json
 import subprocess
@@ -52,6 +52,16 @@ def test_roofline_video_dit_has_no_decode(capsys):
     assert cli.main(["roofline", "--model", "wan2.1-14b"]) == 0
     out = capsys.readouterr().out
     assert "decode" not in out and "prefill" in out
+
+
+def test_fidelity_runs_the_packaged_report():
+    done = run_cli("fidelity", "trn2.dma", timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "trn2.dma.one_engine_32k" in done.stdout and "trn2.dma.spread_2k" in done.stdout
+    assert "BENCH fidelity_points 2 count" in done.stdout
+    missing = run_cli("fidelity", "no-such-kernel", timeout=300)
+    assert missing.returncode == 2
+    assert "no case name contains 'no-such-kernel'" in missing.stderr
 
 
 def test_unknown_command_prints_usage():
