@@ -93,7 +93,9 @@ void HbmBandwidth::prune_before(int64_t t) {
 }
 
 TimingModel::TimingModel(const ChipConfig& chip)
-    : chip_(chip), hbm_(chip.hbm_bytes_per_ns_per_core() / 1000.0) {}
+    : chip_(chip), hbm_(chip.hbm_bytes_per_ns_per_core() / 1000.0),
+      tracks_accumulation_reads_(chip.vector.accumulation_read_cycles > 0 || chip.scalar.accumulation_read_cycles > 0 ||
+                                 chip.gpsimd.accumulation_read_cycles > 0) {}
 
 void TimingModel::begin_program(int64_t start_ps) {
     program_start_ = std::max(start_ps, idle_);
@@ -166,6 +168,29 @@ int64_t TimingModel::sem_time(uint16_t sem, uint32_t value) const {
     throw IsaError(os.str());
 }
 
+// Accumulation results in PSUM: a matmul that accumulates marks its banks, a non-accumulating one
+// (a new group) clears them; any other access reads or overwrites them. Returns whether 'ins' is
+// the first to read a marked bank.
+bool TimingModel::note_psum_accesses(const Instruction& ins) {
+    if (ins.op == Opcode::nc_matmul && ins.dst.space == MemSpace::PSUM) {
+        const uint32_t banks = psum_banks_of(ins.dst, chip_.psum);
+        if (ins.flags & F_ACCUMULATE) psum_unread_accumulations_ |= banks;
+        else psum_unread_accumulations_ &= ~banks;
+        return false;
+    }
+    if (psum_unread_accumulations_ == 0) return false;
+    uint32_t read = 0, touched = 0;
+    for_each_tensor_operand(ins, [&](const AccessPattern& ap) {
+        if (ap.space != MemSpace::PSUM) return;
+        const uint32_t banks = psum_banks_of(ap, chip_.psum);
+        touched |= banks;
+        if (&ap != &ins.dst && &ap != &ins.acc) read |= banks;
+    });
+    const bool first_read = (read & psum_unread_accumulations_) != 0;
+    psum_unread_accumulations_ &= ~touched;
+    return first_read;
+}
+
 TimingModel::Slot TimingModel::schedule(const Instruction& ins) {
     const uint32_t q = ins.queue();
     int64_t ready = queue_free_[q];
@@ -205,24 +230,7 @@ TimingModel::Slot TimingModel::schedule(const Instruction& ins) {
         // A barrier only carries semaphore waits that did not fit on the instruction after it:
         // the next stationary still loads in the background of the last matmul.
         if (ins.engine == Engine::Tensor && ins.op != Opcode::barrier) last_te_was_matmul_ = ins.op == Opcode::nc_matmul;
-        // Accumulation results in PSUM: a matmul that accumulates marks its banks, a non-accumulating
-        // one (a new group) clears them; any other access reads or overwrites them.
-        bool reads_accumulation = false;
-        if (ins.op == Opcode::nc_matmul && ins.dst.space == MemSpace::PSUM) {
-            const uint32_t banks = psum_banks_of(ins.dst, chip_.psum);
-            if (ins.flags & F_ACCUMULATE) psum_unread_accumulations_ |= banks;
-            else psum_unread_accumulations_ &= ~banks;
-        } else if (psum_unread_accumulations_ != 0) {
-            uint32_t read = 0, touched = 0;
-            for_each_tensor_operand(ins, [&](const AccessPattern& ap) {
-                if (ap.space != MemSpace::PSUM) return;
-                const uint32_t banks = psum_banks_of(ap, chip_.psum);
-                touched |= banks;
-                if (&ap != &ins.dst && &ap != &ins.acc) read |= banks;
-            });
-            reads_accumulation = (read & psum_unread_accumulations_) != 0;
-            psum_unread_accumulations_ &= ~touched;
-        }
+        const bool reads_accumulation = tracks_accumulation_reads_ && note_psum_accesses(ins);
         const int64_t earliest = std::max(ready, deps);
         auto cost_at = [&](int64_t start) {
             const bool back_to_back = start == ready && !done_[q].empty();

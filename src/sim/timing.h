@@ -75,6 +75,9 @@ public:
 
 private:
     int64_t sem_time(uint16_t sem, uint32_t value) const;
+    // Updates the PSUM accumulation marks for a compute instruction; true if it is the first to
+    // read an accumulation result (StreamEngineConfig::accumulation_read_cycles).
+    bool note_psum_accesses(const Instruction& ins);
     // Stretches a TensorE instruction of nominal duration 'nominal_ps' starting at 'start' by the
     // utilization limit in force; updates the limit. Returns the throttled duration.
     int64_t throttled_duration(int64_t start, int64_t nominal_ps);
@@ -104,6 +107,7 @@ private:
     // PSUM banks (one bit each) whose last matmul accumulated onto earlier ones and that nothing has
     // read or written since: their first reader pays accumulation_read_cycles.
     uint32_t psum_unread_accumulations_ = 0;
+    bool tracks_accumulation_reads_;   // some engine has accumulation_read_cycles > 0
     // Port uses per engine: SBUF (VectorE, GpSimdE) and PSUM (VectorE, ScalarE).
     std::vector<PortUse> sbuf_use_[2], psum_use_[2];
 };
