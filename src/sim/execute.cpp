@@ -129,22 +129,6 @@ void load_per_partition(CoreMemory& mem, const Instruction& ins, const AccessPat
     mem.load_f32(ap, out);
 }
 
-float reduce_run(ReduceOp op, const float* x, size_t n) {
-    float acc = reduce_identity(op);
-    switch (op) {
-        case ReduceOp::add:
-            for (size_t i = 0; i < n; ++i) acc += x[i];
-            break;
-        case ReduceOp::max:
-            for (size_t i = 0; i < n; ++i) acc = nan_max(acc, x[i]);
-            break;
-        default:   // min (reduce_identity rejected everything else)
-            for (size_t i = 0; i < n; ++i) acc = nan_min(acc, x[i]);
-            break;
-    }
-    return acc;
-}
-
 namespace {
 
 // reduce_runs for one operation: 'step' is its fp32 combine.
@@ -184,6 +168,12 @@ void reduce_runs(ReduceOp op, const float* x, size_t pitch, size_t rows, size_t 
             reduce_runs_with([](float a, float v) { return nan_min(a, v); }, identity, x, pitch, rows, n, out);
             break;
     }
+}
+
+float reduce_run(ReduceOp op, const float* x, size_t n) {
+    float out;
+    reduce_runs(op, x, n, 1, n, &out);
+    return out;
 }
 
 void reduce_rows(ReduceOp op, const float* x, size_t rows, size_t cols, float* out) {
