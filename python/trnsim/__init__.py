@@ -4,18 +4,19 @@ import os
 from pathlib import Path
 
 
-def _installed_chip_config_dir() -> Path | None:
-    """The chip presets shipped in the package (trnsim/configs/chips), if any."""
+def installed_path(*parts: str) -> Path | None:
+    """A file or directory installed with the package (trnsim/<parts>), if there is one. An
+    editable install spreads the package over several directories, so each is looked in."""
     for package_dir in __path__:
-        candidate = Path(package_dir) / "configs" / "chips"
-        if candidate.is_dir():
+        candidate = Path(package_dir).joinpath(*parts)
+        if candidate.exists():
             return candidate
     return None
 
 
 # The C++ core finds chip presets through $TRNSIM_CONFIG_DIR; default it to the packaged ones.
 if "TRNSIM_CONFIG_DIR" not in os.environ:
-    _chip_config_dir = _installed_chip_config_dir()
+    _chip_config_dir = installed_path("configs", "chips")
     if _chip_config_dir is not None:
         os.environ["TRNSIM_CONFIG_DIR"] = str(_chip_config_dir)
 

@@ -258,23 +258,14 @@ def cmd_roofline(argv: list[str]) -> int:
 
 
 # ---------------------------------------------------------------- fidelity
-def fidelity_executable() -> Path | None:
-    """The fidelity report executable installed with the package (trnsim/bin), if any."""
-    import trnsim
-
-    for package_dir in trnsim.__path__:
-        candidate = Path(package_dir) / "bin" / "trnsim_fidelity"
-        if candidate.is_file():
-            return candidate
-    return None
-
-
 def cmd_fidelity(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="trnsim fidelity",
                                      description="Simulated against published kernel timings (docs/fidelity.md).")
     parser.add_argument("filter", nargs="?", default="", help="only the cases whose name contains this")
     args = parser.parse_args(argv)
-    exe = fidelity_executable()
+    from trnsim import installed_path
+
+    exe = installed_path("bin", "trnsim_fidelity")
     if exe is None:
         raise SystemExit("trnsim fidelity: the report executable (trnsim/bin/trnsim_fidelity) is not installed "
                          "with this package; build it with `make build`")
