@@ -41,8 +41,12 @@ APT_PACKAGES := build-essential cmake ninja-build ccache pkg-config \
 	libopenblas-dev libsleef-dev libyaml-cpp-dev libgtest-dev libgmock-dev libbenchmark-dev \
 	nlohmann-json3-dev pybind11-dev python3-dev python3-venv chromium
 # expecttest: torch.testing._internal (PyTorch's OpInfo database, `make conformance`) imports it.
+# transformers, diffusers, accelerate, torchtitan: real models and frameworks the tests run on the
+# device; libcst: the port checker's rewriter; ml_dtypes: bf16/fp8 numpy arrays for NKI kernels.
 PIP_PACKAGES := torch==2.13.0 numpy pytest hypothesis pyyaml rich matplotlib \
-	pybind11 scikit-build-core ninja cmake expecttest
+	pybind11 scikit-build-core ninja cmake expecttest \
+	transformers==5.24.0 accelerate==1.15.0 diffusers==0.42.1 torchtitan==0.3.0 \
+	libcst==1.9.0 ml_dtypes==0.7.0
 # Holds the PIP_PACKAGES last installed; a change to the list reinstalls.
 DEPS_STAMP := $(VENV)/.deps-stamp
 
