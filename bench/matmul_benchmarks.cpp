@@ -11,7 +11,7 @@
 #include <random>
 #include <vector>
 
-#include "trnsim/kernels.h"
+#include "trnsim/ops/matmul_kernel.h"
 #include "trnsim/sim.h"
 
 using namespace trnsim;

@@ -4,13 +4,19 @@
 //   Device        one NeuronCore as a framework device: HBM allocation,
 //                 host<->device copies, program launch, device time, recording.
 //   HbmAllocator  first-fit allocator of device addresses with exact accounting.
+//   ProgramCache  built Programs by signature, shared by everything that launches kernels
+//                 (the PyTorch backend's operators, the compiler, benchmarks).
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <list>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <stdexcept>
 #include <string>
+#include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "trnsim/chip.h"
@@ -42,6 +48,50 @@ private:
     std::map<uint64_t, uint64_t> free_;       // addr -> size
     std::map<uint64_t, uint64_t> live_;       // addr -> size
 };
+
+// Built Programs by a caller-defined signature (bytes: an op code, operand dtypes/shapes/strides,
+// scalars), so that a kernel is built once per signature. Bounded: past 'capacity' entries the
+// least recently used Program is dropped (a Program still running stays alive: callers hold
+// shared pointers). Thread safe.
+class ProgramCache {
+public:
+    static constexpr size_t kDefaultCapacity = 8192;
+    explicit ProgramCache(size_t capacity = kDefaultCapacity);
+
+    std::shared_ptr<const Program> find(std::string_view key);   // nullptr on a miss
+    // Caches 'program' under 'key' and returns the cached Program (the one already there when
+    // another caller inserted the same key first).
+    std::shared_ptr<const Program> insert(std::string key, Program program);
+
+    struct Stats {
+        size_t entries = 0, capacity = 0;
+        uint64_t instructions = 0;               // held by the cached Programs
+        uint64_t hits = 0, misses = 0, evictions = 0;
+    };
+    Stats stats() const;
+    void set_capacity(size_t capacity);          // evicts down to it
+    void clear();
+
+private:
+    struct Entry {
+        std::string key;
+        std::shared_ptr<const Program> program;
+    };
+    struct KeyHash {
+        using is_transparent = void;
+        size_t operator()(std::string_view s) const noexcept { return std::hash<std::string_view>{}(s); }
+    };
+    void evict_to(size_t entries);
+
+    mutable std::mutex mutex_;
+    size_t capacity_;
+    std::list<Entry> lru_;   // most recently used first
+    std::unordered_map<std::string_view, std::list<Entry>::iterator, KeyHash, std::equal_to<>> index_;
+    uint64_t instructions_ = 0, hits_ = 0, misses_ = 0, evictions_ = 0;
+};
+
+// The process-wide cache.
+ProgramCache& shared_program_cache();
 
 // One simulated NeuronCore as a framework device.
 class Device {

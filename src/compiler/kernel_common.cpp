@@ -1,7 +1,7 @@
 // One fused step as ISA instructions, and the engine balancer of the fused kernels.
 #include "kernel_common.h"
 
-#include "../runtime/ops/common.h"
+#include "trnsim/tiling.h"
 
 namespace trnsim::compiler {
 
@@ -40,7 +40,7 @@ void emit_activation_backward(KernelBuilder& kb, EngineBalancer& engines, ops::A
             break;
         case ops::ActivationGrad::threshold:   // x > threshold ? g : 0
             kb.tensor_scalar(t, x, AluOp::gt, threshold, AluOp::bypass, 0.0f, alu());
-            ops::detail::select_imm(kb, dst, t, g, 0.0f, alu());
+            tiling::select_imm(kb, dst, t, g, 0.0f, alu());
             return;
         default:
             throw CompileError("fused step: activation_backward kind " + std::to_string(static_cast<int>(op)) +

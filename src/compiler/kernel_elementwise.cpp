@@ -8,12 +8,12 @@
 // buffers, so the loads of tile i+1, the compute of tile i and the stores of tile i-1 overlap.
 #include <algorithm>
 
-#include "../runtime/ops/common.h"
+#include "trnsim/tiling.h"
 #include "kernel_common.h"
 
 namespace trnsim::compiler {
 
-using namespace ops::detail;
+using namespace tiling;
 
 std::vector<int> assign_scratch_tiles(const Node& fused, int* num_tiles) {
     const int n = static_cast<int>(fused.body.size());

@@ -8,7 +8,7 @@
 // (MatmulArgs::a_column_sums).
 #include <algorithm>
 
-#include "trnsim/kernels.h"
+#include "trnsim/ops/matmul_kernel.h"
 #include "kernel_common.h"
 
 namespace trnsim::compiler {

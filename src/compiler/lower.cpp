@@ -6,7 +6,7 @@
 // attention kernel, see keeps_its_tiles).
 #include <memory>
 
-#include "trnsim/kernels.h"
+#include "trnsim/ops/matmul_kernel.h"
 #include "passes.h"
 
 namespace trnsim::compiler {

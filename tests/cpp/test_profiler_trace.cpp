@@ -15,7 +15,7 @@
 #include <thread>
 #include <utility>
 
-#include "trnsim/kernels.h"
+#include "trnsim/ops/matmul_kernel.h"
 #include "trnsim/profiler.h"
 
 using namespace trnsim;

@@ -1,6 +1,6 @@
-// The kernel library: programs for whole operations, written against
-// KernelBuilder. Eager PyTorch ops, the compiler and the benchmarks all build
-// their programs from these functions.
+// The blocked matmul kernel (src/ops/matmul_kernel.cpp), written against
+// KernelBuilder. The eager matmuls (ops/matmul.h), the compiler and the benchmarks build
+// their matrix products with it.
 #pragma once
 #include <cstdint>
 #include <functional>

@@ -6,13 +6,14 @@
 #include <algorithm>
 #include <cmath>
 
-#include "common.h"
+#include "trnsim/ops.h"
+#include "trnsim/tiling.h"
 
 namespace trnsim::ops {
 
 namespace {
 
-using detail::fail;
+using tiling::fail;
 
 constexpr uint32_t kChunkCols = 1024;
 
@@ -26,10 +27,10 @@ struct FlatChunk {
 // Element range [0, n) as [128, F] chunks (partition p holds a contiguous run) plus a [1, rest] tail.
 std::vector<FlatChunk> flat_chunks(int64_t n) {
     std::vector<FlatChunk> out;
-    const int64_t per_row = n / detail::kPartitions;
+    const int64_t per_row = n / tiling::kPartitions;
     for (int64_t c0 = 0; c0 < per_row; c0 += kChunkCols)
-        out.push_back({c0, detail::kPartitions, static_cast<uint32_t>(std::min<int64_t>(kChunkCols, per_row - c0)), per_row});
-    for (int64_t e = per_row * detail::kPartitions; e < n; e += kChunkCols)
+        out.push_back({c0, tiling::kPartitions, static_cast<uint32_t>(std::min<int64_t>(kChunkCols, per_row - c0)), per_row});
+    for (int64_t e = per_row * tiling::kPartitions; e < n; e += kChunkCols)
         out.push_back({e, 1, static_cast<uint32_t>(std::min<int64_t>(kChunkCols, n - e)), 0});
     return out;
 }
@@ -48,9 +49,9 @@ AccessPattern chunk_ap(const TensorDesc& t, const FlatChunk& c) {
 }
 
 void check_flat(const std::string& op, const TensorDesc& t, const char* name, int64_t numel) {
-    detail::check_desc(op, t, name);
+    tiling::check_desc(op, t, name);
     if (!t.is_contiguous()) fail(op, std::string(name) + " " + t.str() + " must be contiguous");
-    if (!detail::is_float(t.dtype)) fail(op, std::string(name) + " " + t.str() + " must be a float tensor");
+    if (!tiling::is_float(t.dtype)) fail(op, std::string(name) + " " + t.str() + " must be a float tensor");
     if (numel >= 0 && t.numel() != numel) fail(op, std::string(name) + " " + t.str() + " numel differs from the param's");
 }
 
@@ -62,16 +63,16 @@ void check_lists(const std::string& op, std::initializer_list<const std::vector<
 
 // The f32 hyperparameter vector broadcast to every partition: column i = scalar i.
 Tile load_scalars(KernelBuilder& kb, const std::string& op, const TensorDesc& scalars, uint32_t count) {
-    detail::check_desc(op, scalars, "scalars");
+    tiling::check_desc(op, scalars, "scalars");
     if (scalars.dtype != DType::f32 || scalars.numel() != count || !scalars.is_contiguous())
         fail(op, "scalars " + scalars.str() + " must be a contiguous f32 vector of " + std::to_string(count));
-    Tile t = kb.alloc_sbuf(detail::kPartitions, {count}, DType::f32);
+    Tile t = kb.alloc_sbuf(tiling::kPartitions, {count}, DType::f32);
     AccessPattern src;
     src.space = MemSpace::HBM;
     src.dtype = DType::f32;
     src.arg = scalars.arg;
     src.offset = static_cast<uint64_t>(scalars.offset * 4);
-    src.partitions = static_cast<uint16_t>(detail::kPartitions);
+    src.partitions = static_cast<uint16_t>(tiling::kPartitions);
     src.partition_stride = 0;
     src.size[0] = count;
     kb.dma_copy(t.ap(), src);
@@ -84,7 +85,7 @@ struct Streams {
     int cur = 0;
     Streams(KernelBuilder& kb, int n) : tiles(n) {
         for (auto& s : tiles)
-            for (auto& t : s) t = kb.alloc_sbuf(detail::kPartitions, {kChunkCols}, DType::f32);
+            for (auto& t : s) t = kb.alloc_sbuf(tiling::kPartitions, {kChunkCols}, DType::f32);
     }
     void advance() { cur ^= 1; }
     AccessPattern at(int stream, const FlatChunk& c) const { return tiles[stream][cur].region(0, c.P, 0, c.F); }
@@ -119,7 +120,7 @@ void adamw(KernelBuilder& kb, const std::vector<TensorDesc>& params, const std::
     const Tile sc = load_scalars(kb, op, scalars, kAdamWScalars);
     enum { P, G, M, V, T, U, kStreams };
     Streams st(kb, kStreams);
-    detail::DmaQueues q(kb.chip());
+    tiling::DmaQueues q(kb.chip());
     for (size_t i = 0; i < params.size(); ++i)
         for (const FlatChunk& c : flat_chunks(params[i].numel())) {
             st.advance();
@@ -173,7 +174,7 @@ void sgd(KernelBuilder& kb, const std::vector<TensorDesc>& params, const std::ve
     const Tile sc = load_scalars(kb, op, scalars, kSgdScalars);
     enum { P, G, B, T, kStreams };
     Streams st(kb, kStreams);
-    detail::DmaQueues q(kb.chip());
+    tiling::DmaQueues q(kb.chip());
     for (size_t i = 0; i < params.size(); ++i)
         for (const FlatChunk& c : flat_chunks(params[i].numel())) {
             st.advance();
@@ -222,7 +223,7 @@ std::array<float, kSgdScalars> sgd_scalars(double lr, double momentum, double da
 
 void total_norm(KernelBuilder& kb, const TensorDesc& out, const std::vector<TensorDesc>& tensors) {
     const std::string op = "total_norm";
-    detail::check_desc(op, out, "out");
+    tiling::check_desc(op, out, "out");
     if (out.numel() != 1 || out.dtype != DType::f32) fail(op, "out " + out.str() + " must be one f32 element");
     size_t nchunks = 0;
     for (const TensorDesc& t : tensors) {
@@ -230,13 +231,13 @@ void total_norm(KernelBuilder& kb, const TensorDesc& out, const std::vector<Tens
         nchunks += flat_chunks(t.numel()).size();
     }
     const uint32_t cols = static_cast<uint32_t>(std::max<size_t>(1, nchunks));
-    const Tile partial = kb.alloc_sbuf(detail::kPartitions, {cols}, DType::f32);
-    const Tile ones = kb.alloc_sbuf(detail::kPartitions, {1}, DType::f32);
-    const Tile rows = kb.alloc_sbuf(detail::kPartitions, {1}, DType::f32);
+    const Tile partial = kb.alloc_sbuf(tiling::kPartitions, {cols}, DType::f32);
+    const Tile ones = kb.alloc_sbuf(tiling::kPartitions, {1}, DType::f32);
+    const Tile rows = kb.alloc_sbuf(tiling::kPartitions, {1}, DType::f32);
     const Tile result = kb.alloc_sbuf(1, {1}, DType::f32);
     Streams st(kb, 2);
     const Tile ps = kb.alloc_psum(1, 1);
-    detail::DmaQueues q(kb.chip());
+    tiling::DmaQueues q(kb.chip());
     kb.memset(partial.ap(), 0.0f, Engine::GpSimd);
     kb.memset(ones.ap(), 1.0f, Engine::GpSimd);
     uint32_t col = 0;
@@ -268,7 +269,7 @@ void total_norm(KernelBuilder& kb, const TensorDesc& out, const std::vector<Tens
 
 void clip_grads(KernelBuilder& kb, const std::vector<TensorDesc>& tensors, const TensorDesc& norm, float max_norm) {
     const std::string op = "clip_grads";
-    detail::check_desc(op, norm, "total_norm");
+    tiling::check_desc(op, norm, "total_norm");
     if (norm.numel() != 1 || norm.dtype != DType::f32) fail(op, "total_norm " + norm.str() + " must be one f32 element");
     for (const TensorDesc& t : tensors) check_flat(op, t, "tensor", -1);
     TensorDesc norm_scalar = TensorDesc::contiguous(norm.arg, DType::f32, {1});
@@ -278,7 +279,7 @@ void clip_grads(KernelBuilder& kb, const std::vector<TensorDesc>& tensors, const
     kb.tensor_scalar_ex(coef.ap(), coef.ap(), AluOp::add, 1e-6f, nullptr, AluOp::div, max_norm, nullptr, F_REVERSE1);
     kb.tensor_scalar(coef.ap(), coef.ap(), AluOp::min, 1.0f);
     Streams st(kb, 1);
-    detail::DmaQueues q(kb.chip());
+    tiling::DmaQueues q(kb.chip());
     for (const TensorDesc& t : tensors)
         for (const FlatChunk& c : flat_chunks(t.numel())) {
             st.advance();

@@ -5,14 +5,15 @@
 // remaining outer batch dims are unrolled into several kernel calls.
 #include <algorithm>
 
-#include "common.h"
-#include "trnsim/kernels.h"
+#include "trnsim/ops.h"
+#include "trnsim/tiling.h"
+#include "trnsim/ops/matmul_kernel.h"
 
 namespace trnsim::ops {
 
 namespace {
 
-using detail::fail;
+using tiling::fail;
 
 // One operand of the product seen over the output's [batch..., rows, cols] loop.
 struct Operand {
@@ -25,7 +26,7 @@ struct Operand {
 
 // 'Operand' for t, whose last two dims are [rows, cols] and whose leading dims broadcast to 'batch'.
 Operand operand_of(const std::string& op, const TensorDesc& t, const std::vector<int64_t>& batch, const char* name) {
-    detail::check_desc(op, t, name);
+    tiling::check_desc(op, t, name);
     if (t.dim() < 2) fail(op, std::string(name) + " " + t.str() + " must have at least 2 dims");
     Operand o;
     o.arg = t.arg;
@@ -204,7 +205,7 @@ void check_dtypes(const std::string& op, const TensorDesc& out, const TensorDesc
 void gemm(KernelBuilder& kb, const std::string& op, const TensorDesc& out, const TensorDesc& a, const TensorDesc& b,
           const TensorDesc* self, float beta, float alpha) {
     check_dtypes(op, out, a, b);
-    detail::check_desc(op, out, "out");
+    tiling::check_desc(op, out, "out");
     if (out.dim() < 2) fail(op, "out " + out.str() + " must have at least 2 dims");
     Problem p;
     p.batch.assign(out.sizes.begin(), out.sizes.end() - 2);
@@ -219,9 +220,9 @@ void gemm(KernelBuilder& kb, const std::string& op, const TensorDesc& out, const
     p.alpha = alpha;
     p.beta = beta;
     if (self && beta != 0.0f) {
-        detail::check_desc(op, *self, "self");
+        tiling::check_desc(op, *self, "self");
         TensorDesc d = *self;
-        d.strides = detail::broadcast_strides(op, *self, out.sizes);
+        d.strides = tiling::broadcast_strides(op, *self, out.sizes);
         d.sizes = out.sizes;
         p.d = operand_of(op, d, p.batch, "self");
         p.has_d = true;

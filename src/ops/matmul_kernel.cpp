@@ -25,7 +25,7 @@
 #include <array>
 #include <tuple>
 
-#include "trnsim/kernels.h"
+#include "trnsim/ops/matmul_kernel.h"
 
 namespace trnsim {
 

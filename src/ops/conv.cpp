@@ -10,14 +10,15 @@
 // the patches do not overlap).
 #include <algorithm>
 
-#include "common.h"
+#include "trnsim/ops.h"
+#include "trnsim/tiling.h"
 
 namespace trnsim::ops {
 
 namespace {
 
-using detail::ceil_div;
-using detail::fail;
+using tiling::ceil_div;
+using tiling::fail;
 
 constexpr uint32_t kMaxPositions = 512;   // moving free size (one PSUM bank of fp32)
 
@@ -88,7 +89,7 @@ AccessPattern channel_rows(const TensorDesc& t, const PosBlock& b, int64_t co0, 
 }
 
 // Loads (or stores) the patches of block b into the k tiles of 'tiles' ([128, positions] each).
-void move_patches(KernelBuilder& kb, detail::DmaQueues& q, const PatchConv& c, const TensorDesc& x,
+void move_patches(KernelBuilder& kb, tiling::DmaQueues& q, const PatchConv& c, const TensorDesc& x,
                   const PosBlock& b, const std::vector<Tile>& tiles, bool store) {
     for (int64_t pair = 0; pair < c.Ci * c.kh; ++pair) {
         const uint32_t kt = static_cast<uint32_t>(pair / c.pairs_per_tile);
@@ -101,7 +102,7 @@ void move_patches(KernelBuilder& kb, detail::DmaQueues& q, const PatchConv& c, c
 }
 
 void check_float(const std::string& op, const TensorDesc& t, const char* name) {
-    detail::check_desc(op, t, name);
+    tiling::check_desc(op, t, name);
     if (t.dtype != DType::f32 && t.dtype != DType::bf16 && t.dtype != DType::f16)
         fail(op, std::string(name) + " " + t.str() + ": dtype not supported (f32, bf16, f16)");
 }
@@ -125,12 +126,12 @@ PatchConv patch_conv(const std::string& op, const TensorDesc& x, const TensorDes
     PatchConv c{x.sizes[0], x.sizes[1], x.sizes[2], x.sizes[3], weight.sizes[0], weight.sizes[2], weight.sizes[3],
                 0, 0, 0, 0};
     if (weight.sizes[1] != c.Ci) fail(op, "weight " + weight.str() + " in-channels differ from input " + x.str());
-    if (c.kw > detail::kPartitions) fail(op, "kernel width above 128 not supported");
+    if (c.kw > tiling::kPartitions) fail(op, "kernel width above 128 not supported");
     c.Ho = c.H / c.kh;
     c.Wo = c.W / c.kw;
     if (out.sizes != std::vector<int64_t>{c.N, c.Co, c.Ho, c.Wo})
         fail(op, "out " + out.str() + " must be [N, Co, H / kh, W / kw]");
-    c.pairs_per_tile = static_cast<uint32_t>(detail::kPartitions / c.kw);
+    c.pairs_per_tile = static_cast<uint32_t>(tiling::kPartitions / c.kw);
     c.nkt = static_cast<uint32_t>(ceil_div(c.Ci * c.kh, c.pairs_per_tile));
     return c;
 }
@@ -147,11 +148,11 @@ void conv2d_patchify(KernelBuilder& kb, const TensorDesc& out, const TensorDesc&
         if (bias->dim() != 1 || bias->sizes[0] != c.Co) fail(op, "bias " + bias->str() + " must be [Co]");
     }
     if (out.numel() == 0) return;
-    const uint32_t nct = static_cast<uint32_t>(ceil_div(c.Co, detail::kPartitions));
-    detail::DmaQueues q(kb.chip());
+    const uint32_t nct = static_cast<uint32_t>(ceil_div(c.Co, tiling::kPartitions));
+    tiling::DmaQueues q(kb.chip());
     // W^T k tiles [k, Co], loaded once: w[co, k] at co * stride0 + k (k = (ci, i, j) flattened).
     std::vector<Tile> wt;
-    for (uint32_t kt = 0; kt < c.nkt; ++kt) wt.push_back(kb.alloc_sbuf(detail::kPartitions, {static_cast<uint32_t>(c.Co)}, weight.dtype));
+    for (uint32_t kt = 0; kt < c.nkt; ++kt) wt.push_back(kb.alloc_sbuf(tiling::kPartitions, {static_cast<uint32_t>(c.Co)}, weight.dtype));
     for (int64_t pair = 0; pair < c.Ci * c.kh; ++pair) {
         const uint32_t kt = static_cast<uint32_t>(pair / c.pairs_per_tile);
         const uint32_t p0 = static_cast<uint32_t>((pair % c.pairs_per_tile) * c.kw);
@@ -165,9 +166,9 @@ void conv2d_patchify(KernelBuilder& kb, const TensorDesc& out, const TensorDesc&
     }
     Tile bias_t;
     if (bias) {
-        bias_t = kb.alloc_sbuf(detail::kPartitions, {nct}, DType::f32);
+        bias_t = kb.alloc_sbuf(tiling::kPartitions, {nct}, DType::f32);
         for (uint32_t ct = 0; ct < nct; ++ct) {
-            const uint32_t rows = static_cast<uint32_t>(std::min<int64_t>(detail::kPartitions, c.Co - ct * 128));
+            const uint32_t rows = static_cast<uint32_t>(std::min<int64_t>(tiling::kPartitions, c.Co - ct * 128));
             AccessPattern src = hbm_at(*bias, ct * 128 * bias->strides[0]);
             src.partitions = static_cast<uint16_t>(rows);
             src.partition_stride = bias->strides[0];
@@ -176,16 +177,16 @@ void conv2d_patchify(KernelBuilder& kb, const TensorDesc& out, const TensorDesc&
     }
     std::array<std::vector<Tile>, 2> patches;
     for (auto& set : patches)
-        for (uint32_t kt = 0; kt < c.nkt; ++kt) set.push_back(kb.alloc_sbuf(detail::kPartitions, {kMaxPositions}, input.dtype));
+        for (uint32_t kt = 0; kt < c.nkt; ++kt) set.push_back(kb.alloc_sbuf(tiling::kPartitions, {kMaxPositions}, input.dtype));
     std::array<Tile, 4> psum;
-    for (auto& t : psum) t = kb.alloc_psum(detail::kPartitions, kMaxPositions);
-    detail::TileRing staging(kb, 4, {kMaxPositions}, out.dtype);
+    for (auto& t : psum) t = kb.alloc_psum(tiling::kPartitions, kMaxPositions);
+    tiling::TileRing staging(kb, 4, {kMaxPositions}, out.dtype);
     int set_next = 0, psum_next = 0, evac_next = 0;
     for (const PosBlock& b : position_blocks(c, kMaxPositions)) {
         const std::vector<Tile>& pt = patches[set_next ^= 1];
         move_patches(kb, q, c, input, b, pt, false);
         for (uint32_t ct = 0; ct < nct; ++ct) {
-            const uint32_t rows = static_cast<uint32_t>(std::min<int64_t>(detail::kPartitions, c.Co - ct * 128));
+            const uint32_t rows = static_cast<uint32_t>(std::min<int64_t>(tiling::kPartitions, c.Co - ct * 128));
             const AccessPattern acc = psum[psum_next].region(0, rows, 0, b.count());
             psum_next = (psum_next + 1) % static_cast<int>(psum.size());
             for (uint32_t kt = 0; kt < c.nkt; ++kt) {
@@ -217,12 +218,12 @@ void conv2d_patchify_backward(KernelBuilder& kb, const TensorDesc* grad_input, c
                               std::array<int64_t, 2> dilation, int64_t groups) {
     const std::string op = "conv2d_backward";
     const PatchConv c = patch_conv(op, input, weight, grad_out, stride, padding, dilation, groups);
-    const uint32_t nct = static_cast<uint32_t>(ceil_div(c.Co, detail::kPartitions));
+    const uint32_t nct = static_cast<uint32_t>(ceil_div(c.Co, tiling::kPartitions));
     if (grad_bias) {
         if (grad_bias->dim() != 1 || grad_bias->sizes[0] != c.Co) fail(op, "grad_bias " + grad_bias->str() + " must be [Co]");
         reduce(kb, Reduce::sum, *grad_bias, grad_out, {0, 2, 3});
     }
-    detail::DmaQueues q(kb.chip());
+    tiling::DmaQueues q(kb.chip());
     const std::vector<PosBlock> blocks = position_blocks(c, kMaxPositions);
     if (grad_input) {
         check_float(op, *grad_input, "grad_input");
@@ -233,8 +234,8 @@ void conv2d_patchify_backward(KernelBuilder& kb, const TensorDesc* grad_input, c
         // operand directly (contraction over co on partitions), k in tiles of whole (ci, i) pairs.
         std::vector<Tile> w_rows;
         for (uint32_t ct = 0; ct < nct; ++ct) {
-            const uint32_t rows = static_cast<uint32_t>(std::min<int64_t>(detail::kPartitions, c.Co - ct * 128));
-            Tile t = kb.alloc_sbuf(detail::kPartitions, {static_cast<uint32_t>(c.K())}, weight.dtype);
+            const uint32_t rows = static_cast<uint32_t>(std::min<int64_t>(tiling::kPartitions, c.Co - ct * 128));
+            Tile t = kb.alloc_sbuf(tiling::kPartitions, {static_cast<uint32_t>(c.K())}, weight.dtype);
             const auto& s = weight.strides;
             AccessPattern src = hbm_at(weight, ct * 128 * s[0]);
             src.partitions = static_cast<uint16_t>(rows);
@@ -246,13 +247,13 @@ void conv2d_patchify_backward(KernelBuilder& kb, const TensorDesc* grad_input, c
             w_rows.push_back(t);
         }
         std::array<Tile, 2> g_in;
-        for (auto& t : g_in) t = kb.alloc_sbuf(detail::kPartitions, {nct * kMaxPositions}, grad_out.dtype);
+        for (auto& t : g_in) t = kb.alloc_sbuf(tiling::kPartitions, {nct * kMaxPositions}, grad_out.dtype);
         std::array<std::vector<Tile>, 2> cols;
         for (auto& set : cols)
             for (uint32_t kt = 0; kt < c.nkt; ++kt)
-                set.push_back(kb.alloc_sbuf(detail::kPartitions, {kMaxPositions}, grad_input->dtype));
+                set.push_back(kb.alloc_sbuf(tiling::kPartitions, {kMaxPositions}, grad_input->dtype));
         std::array<Tile, 4> psum;
-        for (auto& t : psum) t = kb.alloc_psum(detail::kPartitions, kMaxPositions);
+        for (auto& t : psum) t = kb.alloc_psum(tiling::kPartitions, kMaxPositions);
         int buf = 0, psum_next = 0, evac_next = 0;
         for (const PosBlock& b : blocks) {
             buf ^= 1;
@@ -260,7 +261,7 @@ void conv2d_patchify_backward(KernelBuilder& kb, const TensorDesc* grad_input, c
                 return g_in[buf].region(0, rows, ct * kMaxPositions, b.count());
             };
             for (uint32_t ct = 0; ct < nct; ++ct) {
-                const uint32_t rows = static_cast<uint32_t>(std::min<int64_t>(detail::kPartitions, c.Co - ct * 128));
+                const uint32_t rows = static_cast<uint32_t>(std::min<int64_t>(tiling::kPartitions, c.Co - ct * 128));
                 kb.dma_copy(g_view(ct, rows), channel_rows(grad_out, b, ct * 128, rows), q.load());
             }
             for (uint32_t kt = 0; kt < c.nkt; ++kt) {
@@ -268,7 +269,7 @@ void conv2d_patchify_backward(KernelBuilder& kb, const TensorDesc* grad_input, c
                 const AccessPattern acc = psum[psum_next].region(0, kr, 0, b.count());
                 psum_next = (psum_next + 1) % static_cast<int>(psum.size());
                 for (uint32_t ct = 0; ct < nct; ++ct) {
-                    const uint32_t rows = static_cast<uint32_t>(std::min<int64_t>(detail::kPartitions, c.Co - ct * 128));
+                    const uint32_t rows = static_cast<uint32_t>(std::min<int64_t>(tiling::kPartitions, c.Co - ct * 128));
                     kb.matmul(acc, w_rows[ct].region(0, rows, k0, kr), g_view(ct, rows), ct > 0);
                 }
                 kb.tensor_copy(cols[buf][kt].region(0, kr, 0, b.count()), acc,
@@ -294,17 +295,17 @@ void conv2d_patchify_backward(KernelBuilder& kb, const TensorDesc* grad_input, c
         std::vector<PosBlock> rows_blocks;
         for (int64_t n = 0; n < c.N; ++n)
             for (int64_t h = 0; h < c.Ho; ++h)
-                for (int64_t w = 0; w < c.Wo; w += detail::kPartitions)
-                    rows_blocks.push_back({n, h, 1, w, std::min<int64_t>(detail::kPartitions, c.Wo - w)});
+                for (int64_t w = 0; w < c.Wo; w += tiling::kPartitions)
+                    rows_blocks.push_back({n, h, 1, w, std::min<int64_t>(tiling::kPartitions, c.Wo - w)});
         const uint32_t K = static_cast<uint32_t>(c.K());
         std::array<Tile, 2> g_t, x_t;
-        for (auto& t : g_t) t = kb.alloc_sbuf(detail::kPartitions, {static_cast<uint32_t>(c.Co)}, grad_out.dtype);
-        for (auto& t : x_t) t = kb.alloc_sbuf(detail::kPartitions, {K}, input.dtype);
-        const Tile psum = kb.alloc_psum(detail::kPartitions, kMaxPositions);
-        detail::TileRing staging(kb, 2, {kMaxPositions}, grad_weight->dtype);
+        for (auto& t : g_t) t = kb.alloc_sbuf(tiling::kPartitions, {static_cast<uint32_t>(c.Co)}, grad_out.dtype);
+        for (auto& t : x_t) t = kb.alloc_sbuf(tiling::kPartitions, {K}, input.dtype);
+        const Tile psum = kb.alloc_psum(tiling::kPartitions, kMaxPositions);
+        tiling::TileRing staging(kb, 2, {kMaxPositions}, grad_weight->dtype);
         // One PSUM accumulator per [co tile, k chunk], summed over every position block.
         for (uint32_t ct = 0; ct < nct; ++ct) {
-            const uint32_t rows = static_cast<uint32_t>(std::min<int64_t>(detail::kPartitions, c.Co - ct * 128));
+            const uint32_t rows = static_cast<uint32_t>(std::min<int64_t>(tiling::kPartitions, c.Co - ct * 128));
             for (uint32_t k0 = 0; k0 < K; k0 += kMaxPositions) {
                 const uint32_t kn = std::min(kMaxPositions, K - k0);
                 const AccessPattern acc = psum.region(0, rows, 0, kn);

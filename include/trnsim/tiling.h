@@ -1,4 +1,6 @@
-// Shared machinery of the eager operator library (src/runtime/ops/*.cpp).
+// Tiling: the shared machinery with which kernels (the operator library, the compiler's fused
+// kernels) cut strided tensors into SBUF tiles and move them (src/kernel/tiling.cpp,
+// tile_buffers.cpp, elementwise.cpp).
 //
 // How an op kernel is written with these helpers
 //  1. Describe the loop nest over the output as an IterSpace: one Dim per output
@@ -31,9 +33,37 @@
 #include <string>
 #include <vector>
 
-#include "trnsim/ops.h"
+#include <stdexcept>
 
-namespace trnsim::ops::detail {
+#include "trnsim/kernel.h"
+
+namespace trnsim {
+
+// A kernel's error about its operands (shapes, dtypes, strides it cannot take). The message
+// names the operation.
+struct OpError : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+
+// A strided view (sizes/strides in elements, like ATen) of one launch argument. Kernels are
+// relocatable: they address HBM only through launch arguments (AccessPattern::arg), so one
+// cached Program serves every tensor with the same signature.
+struct TensorDesc {
+    uint8_t arg = 1;                 // launch argument holding the data (1-based)
+    DType dtype = DType::f32;
+    std::vector<int64_t> sizes;      // empty = a 0-d tensor
+    std::vector<int64_t> strides;    // elements; 0 = broadcast
+    int64_t offset = 0;              // elements from the argument's base
+
+    int64_t numel() const;
+    int64_t dim() const { return static_cast<int64_t>(sizes.size()); }
+    bool is_contiguous() const;
+    // A contiguous tensor of this shape (strides computed).
+    static TensorDesc contiguous(uint8_t arg, DType dt, std::vector<int64_t> sizes);
+    std::string str() const;         // "f32[4,8]{8,1}+0@arg1" (used in cache keys)
+};
+
+namespace tiling {
 
 constexpr int kMaxOperands = 7;   // norm backward over long rows: 5 row operands, weight, addend
 constexpr uint32_t kPartitions = 128;
@@ -202,4 +232,5 @@ AccessPattern partition_scalar(const AccessPattern& v);
 void select_imm(KernelBuilder& kb, const AccessPattern& dst, const AccessPattern& mask, const AccessPattern& on_true,
                 float value, Engine e = Engine::Vector);
 
-}  // namespace trnsim::ops::detail
+}  // namespace tiling
+}  // namespace trnsim

@@ -3,11 +3,12 @@
 #include <algorithm>
 #include <cmath>
 
-#include "common.h"
+#include "trnsim/ops.h"
+#include "trnsim/tiling.h"
 
 namespace trnsim::ops {
 
-using namespace detail;
+using namespace tiling;
 
 namespace {
 
