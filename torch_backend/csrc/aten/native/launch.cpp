@@ -17,22 +17,6 @@
 namespace trnsim::neuron {
 namespace {
 
-// Heterogeneous lookup: the key is probed as a string_view of the Launch's byte buffer.
-struct KeyHash {
-    using is_transparent = void;
-    size_t operator()(std::string_view s) const noexcept { return std::hash<std::string_view>{}(s); }
-};
-
-struct KernelCache {
-    std::mutex mutex;
-    std::unordered_map<std::string, std::unique_ptr<Program>, KeyHash, std::equal_to<>> programs;
-};
-
-KernelCache& cache() {
-    static auto* c = new KernelCache();   // leaked: programs may run during static destruction
-    return *c;
-}
-
 struct LaunchTrace {
     std::mutex mutex;
     bool enabled = false;
@@ -159,7 +143,7 @@ Launch& Launch::scalar(int64_t v) {
     return *this;
 }
 
-const Program* Launch::cached() {
+std::shared_ptr<const Program> Launch::cached() {
     // Which arguments share a storage: one byte per pair that does.
     const size_t n = args_.size();
     uint8_t aliasing = 0;
@@ -167,10 +151,7 @@ const Program* Launch::cached() {
         for (size_t j = i + 1; j < n; ++j)
             if (args_[i].tensor->storage().is_alias_of(args_[j].tensor->storage())) aliasing = 1;
     add_bytes(&aliasing, 1);
-    KernelCache& c = cache();
-    std::lock_guard<std::mutex> lock(c.mutex);
-    auto it = c.programs.find(std::string_view(key_.data(), key_.size()));
-    return it == c.programs.end() ? nullptr : it->second.get();
+    return shared_program_cache().find(std::string_view(key_.data(), key_.size()));
 }
 
 Descs Launch::descs() const {
@@ -186,17 +167,14 @@ KernelBuilder Launch::builder() const {
     return kb;
 }
 
-const Program* Launch::insert(KernelBuilder& kb) {
-    auto prog = std::make_unique<Program>(kb.finish());
+std::shared_ptr<const Program> Launch::insert(KernelBuilder& kb) {
+    Program prog = kb.finish();
     // The Program takes exactly the arguments it is launched with: finish() counts only those
     // its instructions address, so arguments a kernel never touches need no bytes.
-    TORCH_CHECK(prog->num_args() <= args_.size(), "trnsim: kernel ", op_, " addresses argument ",
-                prog->num_args(), " but is launched with ", args_.size());
-    prog->arg_extent.resize(args_.size(), 0);
-    KernelCache& c = cache();
-    std::lock_guard<std::mutex> lock(c.mutex);
-    auto [it, inserted] = c.programs.try_emplace(std::string(key_.data(), key_.size()), std::move(prog));
-    return it->second.get();
+    TORCH_CHECK(prog.num_args() <= args_.size(), "trnsim: kernel ", op_, " addresses argument ",
+                prog.num_args(), " but is launched with ", args_.size());
+    prog.arg_extent.resize(args_.size(), 0);
+    return shared_program_cache().insert(std::string(key_.data(), key_.size()), std::move(prog));
 }
 
 void Launch::launch(const Program& prog) {
@@ -222,11 +200,7 @@ void Launch::launch(const Program& prog) {
         if (a.is_output && a.tensor->scalar_type() == c10::kLong) zero_high_words(*a.tensor);
 }
 
-size_t kernel_cache_size() {
-    KernelCache& c = cache();
-    std::lock_guard<std::mutex> lock(c.mutex);
-    return c.programs.size();
-}
+size_t kernel_cache_size() { return shared_program_cache().stats().entries; }
 
 void set_launch_trace(bool enabled) {
     LaunchTrace& t = trace();

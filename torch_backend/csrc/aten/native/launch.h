@@ -2,8 +2,8 @@
 //
 // An operator describes one kernel call as a Launch: an op code, its tensor
 // arguments (in order: they become launch arguments 1, 2, ...) and the scalars
-// the kernel bakes in. run() looks the call's signature up in a process-wide
-// cache of built Programs (key: op code, per tensor dtype/sizes/strides, which
+// the kernel bakes in. run() looks the call's signature up in the runtime's
+// process-wide ProgramCache (key: op code, per tensor dtype/sizes/strides, which
 // arguments share storage, scalars; built from raw bytes, never formatted) and
 // only on a miss calls the builder with the arguments' TensorDescs. The Program
 // then runs on the device's current stream with each argument's HBM address.
@@ -29,6 +29,7 @@
 #include <c10/util/SmallVector.h>
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string_view>
 #include <vector>
@@ -63,7 +64,7 @@ public:
     template <class Build>
     void run(Build&& build) {
         if (empty_output_) return;
-        const Program* prog = cached();
+        std::shared_ptr<const Program> prog = cached();
         if (!prog) {
             Descs d = descs();
             KernelBuilder kb = builder();
@@ -79,10 +80,10 @@ private:
         bool is_output;
     };
     void add_bytes(const void* p, size_t n);
-    const Program* cached();
+    std::shared_ptr<const Program> cached();
     Descs descs() const;
     KernelBuilder builder() const;
-    const Program* insert(KernelBuilder& kb);
+    std::shared_ptr<const Program> insert(KernelBuilder& kb);
     void launch(const Program& prog);
 
     const char* op_;
@@ -91,7 +92,7 @@ private:
     bool empty_output_ = false;
 };
 
-// Number of distinct Programs built so far (the kernel cache's size).
+// Number of Programs in the kernel cache (the runtime's shared ProgramCache).
 size_t kernel_cache_size();
 
 // Per-launch trace: while enabled, every kernel launch appends (name, device, start, end)
