@@ -35,6 +35,18 @@ inline bool is_kernel_float(c10::ScalarType t) {
     return t == c10::kFloat || t == c10::kBFloat16 || t == c10::kHalf;
 }
 
+// True when every tensor is a neuron tensor of a floating-point dtype the kernels compute in.
+inline bool float_tensors(std::initializer_list<const at::Tensor*> ts) {
+    for (const at::Tensor* t : ts)
+        if (!kernel_dtypes({t}) || !is_kernel_float(t->scalar_type())) return false;
+    return true;
+}
+
+// The tensor an optional argument holds, or nullptr when it is absent or undefined.
+inline const at::Tensor* defined_or_null(const std::optional<at::Tensor>& t) {
+    return t && t->defined() ? &*t : nullptr;
+}
+
 // Device-to-device copy with the copy kernel (casts, strides, broadcasting of src to dst's
 // shape). False when the dtypes need the host path (dst and src on different devices,
 // dtypes the kernels lack).
