@@ -11,6 +11,10 @@
       Analytic training / prefill / decode bounds of a model on each chip.
   trnsim conformance [--ops ...] [--dtypes ...] [--jobs N] [--json out.json]
       PyTorch's OpInfo operator database on neuron vs CPU: table and totals (docs/conformance.md).
+  trnsim port-check PATH... [--format text|json|sarif] [--fix] [--diff] [--to generic|neuron]
+      Hard-coded CUDA in Python sources (files, folders, installed packages): each finding with
+      its device-generic replacement and whether trnsim.cuda_compat covers it (docs/porting.md).
+      --fix rewrites the mechanical cases in place, --diff previews them.
   trnsim fidelity [FILTER]
       Simulated against published kernel timings (docs/fidelity.md); FILTER keeps the cases whose
       name contains it. The same report as `make fidelity`.
@@ -273,10 +277,16 @@ def cmd_fidelity(argv: list[str]) -> int:
     return subprocess.run([str(exe), *([args.filter] if args.filter else [])], env=dict(os.environ)).returncode
 
 
+def cmd_port_check(argv: list[str]) -> int:
+    from trnsim.port.command import main as port_check
+    return port_check(argv)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     commands = {"run": cmd_run, "chips": cmd_chips, "roofline": cmd_roofline, "fidelity": cmd_fidelity,
-                "conformance": lambda args: conformance_command.main(args, prog="trnsim conformance")}
+                "conformance": lambda args: conformance_command.main(args, prog="trnsim conformance"),
+                "port-check": cmd_port_check}
     if not argv or argv[0] in ("-h", "--help") or argv[0] not in commands:
         print(__doc__.strip(), file=sys.stderr if argv and argv[0] not in ("-h", "--help") else sys.stdout)
         return 0 if argv and argv[0] in ("-h", "--help") else 2
