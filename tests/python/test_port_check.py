@@ -3,6 +3,7 @@
 import ast
 import json
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -194,3 +195,25 @@ def test_targets_files_folders_and_installed_packages(tmp_path, monkeypatch):
     assert port_check(["gpu_pkg", "--fix"]) == 2    # installed packages are never rewritten
     assert port_check(["gpu_pkg", "--format", "json", "-o", str(tmp_path / "r.json")]) == 1
     assert json.loads((tmp_path / "r.json").read_text())["counts"] == {"CU102": 1}
+
+
+def test_fixed_example_runs_on_neuron_with_the_compat_layers_losses(tmp_path, settable_backend_flags):
+    """The example run three ways on neuron: as written under trnsim.cuda_compat, and after
+    --fix to device-generic code and to "neuron": the same losses, which fall (it learns)."""
+    import runpy
+
+    import trnsim.cuda_compat as cuda_compat
+
+    cuda_compat.enable()
+    try:
+        compat = runpy.run_path(str(EXAMPLE))["main"](["--steps", "6"])
+    finally:
+        cuda_compat.disable()
+    for target in ("generic", "neuron"):
+        fixed = tmp_path / f"train_{target}.py"
+        fixed.write_text(EXAMPLE.read_text())
+        assert port_check([str(fixed), "--fix", "--to", target, "--fail-on", "warning"]) == 0
+        losses = runpy.run_path(str(fixed))["main"](["--steps", "6"])
+        assert losses == compat
+    assert compat[-1] < compat[0]
+    assert sys.modules["torch"].cuda.is_available() is False    # the layer is off again

@@ -9,6 +9,7 @@ Devices are the logical NeuronCores of the chip named by TRNSIM_CHIP
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 from typing import Any, Iterator
 
@@ -262,3 +263,8 @@ def _register() -> None:
 
 if not hasattr(torch, "neuron"):
     _register()
+
+# TRNSIM_CUDA_COMPAT=1: torch.cuda code runs on neuron (trnsim.cuda_compat).
+if os.environ.get("TRNSIM_CUDA_COMPAT", "0") == "1":
+    from trnsim import cuda_compat as _cuda_compat
+    _cuda_compat.enable()
