@@ -188,8 +188,9 @@ def test_port_check_states_what_the_layer_does():
     assert set(REDIRECTS) | set(RAISES) <= set(MEMBERS)
 
 
-def test_environment_variable_enables_it_at_import():
-    code = ("import torch, trnsim.cuda_compat as c; x = torch.ones(2).cuda(); "
+@pytest.mark.parametrize("first", ["torch", "trnsim.cuda_compat"])
+def test_environment_variable_enables_it_at_import(first):
+    code = (f"import {first}; import torch, trnsim.cuda_compat as c; x = torch.ones(2).cuda(); "
             "print(torch.cuda.is_available(), x.device, sorted(c.redirected_calls()))")
     env = {**os.environ, "TRNSIM_CUDA_COMPAT": "1", "PYTHONWARNINGS": "ignore"}
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)

@@ -141,7 +141,7 @@ def _builds_cuda(sources: Any, kwargs: dict[str, Any]) -> bool:
 
 
 def _patch_cpp_extension(module: Any) -> None:
-    port = "write the kernel in NKI (trnsim.nki) and register it with torch.library"
+    port = "write the kernel in NKI (the Neuron Kernel Interface) and register it with torch.library"
     for name in ("load", "load_inline"):
         original = getattr(module, name)
 
@@ -181,3 +181,9 @@ class _CppExtensionHook(importlib.abc.MetaPathFinder):
                 spec.loader.exec_module = patched
                 return spec
         return None
+
+
+# TRNSIM_CUDA_COMPAT=1 turns the layer on as soon as the device is registered (trnsim.neuron imports
+# this module then).
+if os.environ.get("TRNSIM_CUDA_COMPAT", "0") == "1":
+    enable()

@@ -264,7 +264,7 @@ def _register() -> None:
 if not hasattr(torch, "neuron"):
     _register()
 
-# TRNSIM_CUDA_COMPAT=1: torch.cuda code runs on neuron (trnsim.cuda_compat).
+# TRNSIM_CUDA_COMPAT=1: torch.cuda code runs on neuron (trnsim.cuda_compat turns itself on when
+# imported; if it is being imported right now, which imported torch and so this module, it will).
 if os.environ.get("TRNSIM_CUDA_COMPAT", "0") == "1":
-    from trnsim import cuda_compat as _cuda_compat
-    _cuda_compat.enable()
+    import trnsim.cuda_compat  # noqa: F401
