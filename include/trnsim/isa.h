@@ -144,6 +144,7 @@ constexpr uint32_t F_S0_AP = 1u << 1;       // tensor_scalar: s0 from src1 (same
 constexpr uint32_t F_S1_AP = 1u << 2;       // tensor_scalar: s1 from src2; select: else-branch from src2
 constexpr uint32_t F_REVERSE0 = 1u << 3;    // tensor_scalar: s0 alu0 data
 constexpr uint32_t F_REVERSE1 = 1u << 4;    // tensor_scalar: s1 alu1 (...)
+constexpr uint32_t F_ACC_OUT = 1u << 5;     // nc_match_replace8: also write the indices to acc
 // Timing hint set by KernelBuilder: this instruction reads what the previous
 // instruction of its own queue wrote (pays the dependent-instruction turnaround).
 constexpr uint32_t F_DEPENDS_ON_PREV = 1u << 8;
@@ -201,6 +202,9 @@ struct Program {
 
 // Fills prog.arg_extent from the program's HBM operands that use arguments.
 void compute_arg_extents(Program& prog);
+
+// Whether the instruction writes its second destination 'acc' (a reduction result or indices).
+bool writes_acc(const Instruction& ins);
 
 std::string disassemble(const Instruction& ins);
 std::string disassemble(const Program& prog);

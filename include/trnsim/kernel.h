@@ -88,6 +88,13 @@ public:
                        AluOp cmp, float fill);
     void select(const AccessPattern& dst, const AccessPattern& mask, const AccessPattern& on_true,
                 const AccessPattern& on_false, Engine e = Engine::Vector);
+    // Top-k building blocks (VectorE): the 8 largest values of each partition of src (descending),
+    // the index of the first occurrence of each of 8 values, and the replacement of those first
+    // occurrences by 'imm' (with their indices into *indices when given).
+    void max8(const AccessPattern& dst, const AccessPattern& src);
+    void find_index8(const AccessPattern& dst, const AccessPattern& data, const AccessPattern& values);
+    void match_replace8(const AccessPattern& dst, const AccessPattern& data, const AccessPattern& values, float imm,
+                        const AccessPattern* indices = nullptr);
     // Every queue waits until everything emitted so far has completed.
     void barrier();
 

@@ -107,6 +107,15 @@ void write_operands(std::ostringstream& os, const Instruction& ins) {
             os << " " << ap_text(ins.dst) << " <- " << ap_text(ins.src0) << " ? " << ap_text(ins.src1) << " : "
                << scalar_text(ins.flags & F_S1_AP, ins.src2, ins.imm0);
             break;
+        case Opcode::max8: os << " " << ap_text(ins.dst) << " <- " << ap_text(ins.src0); break;
+        case Opcode::nc_find_index8:
+            os << " " << ap_text(ins.dst) << " <- " << ap_text(ins.src0) << " values " << ap_text(ins.src1);
+            break;
+        case Opcode::nc_match_replace8:
+            os << " " << ap_text(ins.dst) << " <- " << ap_text(ins.src0) << " values " << ap_text(ins.src1)
+               << " := " << ins.imm0;
+            if (ins.flags & F_ACC_OUT) os << " indices=" << ap_text(ins.acc);
+            break;
         case Opcode::barrier:
         case Opcode::count_: break;
     }

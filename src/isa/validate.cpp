@@ -110,7 +110,13 @@ private:
                 f("src0", ins_.src0);
                 if (uses_flag(F_SCALE_AP)) f("src1", ins_.src1);
                 if (uses_flag(F_BIAS_AP)) f("src2", ins_.src2);
-                if (ins_.op == Opcode::activation && ins_.reduce != ReduceOp::none) f("acc", ins_.acc);
+                if (writes_acc(ins_)) f("acc", ins_.acc);
+                return;
+            case Opcode::nc_match_replace8:
+                f("dst", ins_.dst);
+                f("src0", ins_.src0);
+                f("src1", ins_.src1);
+                if (writes_acc(ins_)) f("acc", ins_.acc);
                 return;
             case Opcode::select:
                 f("dst", ins_.dst);
@@ -313,6 +319,9 @@ private:
             case Opcode::iota:
                 if (is_fp8(ins_.dst.dtype)) fail("dst dtype ", dtype_name(ins_.dst.dtype), " not allowed (iota into fp8)");
                 return;
+            case Opcode::max8:
+            case Opcode::nc_find_index8:
+            case Opcode::nc_match_replace8: return check_top8();
             case Opcode::memset:
             case Opcode::barrier:
             case Opcode::count_: return;
@@ -444,6 +453,42 @@ private:
         for (AluOp op : {ins_.alu0, ins_.alu1}) {
             check_bitwise_operand(op, "dst", ins_.dst);
             check_bitwise_operand(op, "src0", ins_.src0);
+        }
+    }
+
+    // max8 / nc_find_index8 / nc_match_replace8: data src0 [P, 8..16384 (max8, nc_find_index8) or
+    // 1..16384], 8 values per partition (src1, dst of max8 and nc_find_index8, acc of the replace).
+    void check_top8() const {
+        constexpr uint64_t kMaxData = 16384;
+        const AccessPattern& data = ins_.src0;
+        const uint64_t n = data.free_elems();
+        const uint64_t min_data = ins_.op == Opcode::nc_match_replace8 ? 1 : 8;
+        if (n < min_data || n > kMaxData)
+            fail("src0 (data) free elements ", n, " must be ", min_data, "..", kMaxData);
+        auto eight = [&](const char* name, const AccessPattern& ap) {
+            if (ap.partitions != data.partitions)
+                fail(name, " partitions ", ap.partitions, " != src0 partitions ", data.partitions, " (shape mismatch)");
+            if (ap.free_elems() != 8) fail(name, " free elements ", ap.free_elems(), " must be 8");
+        };
+        auto index_dtype = [&](const char* name, const AccessPattern& ap) {
+            if (ap.dtype != DType::i32 && ap.dtype != DType::f32)
+                fail(name, " dtype ", dtype_name(ap.dtype), " must be i32 or f32 (indices)");
+        };
+        switch (ins_.op) {
+            case Opcode::max8: eight("dst", ins_.dst); return;
+            case Opcode::nc_find_index8:
+                eight("dst", ins_.dst);
+                eight("src1 (values)", ins_.src1);
+                index_dtype("dst", ins_.dst);
+                return;
+            default:
+                check_same_shape("dst", ins_.dst, "src0", data);
+                eight("src1 (values)", ins_.src1);
+                if (writes_acc(ins_)) {
+                    eight("acc (indices)", ins_.acc);
+                    index_dtype("acc (indices)", ins_.acc);
+                }
+                return;
         }
     }
 

@@ -12,6 +12,14 @@ void require_valid_opcode(const Instruction& ins, const char* what) {
 }
 }  // namespace
 
+bool writes_acc(const Instruction& ins) {
+    switch (ins.op) {
+        case Opcode::activation: return ins.reduce != ReduceOp::none;
+        case Opcode::nc_match_replace8: return (ins.flags & F_ACC_OUT) != 0;
+        default: return false;
+    }
+}
+
 // Floating-point (or integer ALU) operations: 2*K*M*N for a matmul, one per
 // output element for elementwise work (two for a two-op tensor_scalar), one per
 // input element for a reduction. Pure data movement (DMA, transposes, memset,
@@ -27,7 +35,10 @@ uint64_t instruction_flops(const Instruction& ins) {
         case Opcode::affine_select:
         case Opcode::select: return ins.dst.elems();
         case Opcode::tensor_scalar: return ins.dst.elems() * (ins.alu1 != AluOp::bypass ? 2 : 1);
-        case Opcode::tensor_reduce: return ins.src0.elems();
+        case Opcode::tensor_reduce:
+        case Opcode::max8:
+        case Opcode::nc_find_index8:
+        case Opcode::nc_match_replace8: return ins.src0.elems();   // one comparison per element
         case Opcode::dma_copy:
         case Opcode::dma_transpose:
         case Opcode::dma_gather:

@@ -285,6 +285,8 @@ void operands(const Instruction& ins, std::vector<Footprint>& reads, std::vector
         case Opcode::iota: break;
         case Opcode::nc_matmul:
         case Opcode::tensor_tensor:
+        case Opcode::nc_find_index8:
+        case Opcode::nc_match_replace8:
         case Opcode::dma_gather:
         case Opcode::dma_scatter_add:   // (a scatter-add also reads dst: ordered by its write)
             reads.push_back(footprint(ins.src0));
@@ -304,7 +306,7 @@ void operands(const Instruction& ins, std::vector<Footprint>& reads, std::vector
             break;
         default: reads.push_back(footprint(ins.src0)); break;
     }
-    if (ins.op == Opcode::activation && ins.reduce != ReduceOp::none) writes.push_back(footprint(ins.acc));
+    if (writes_acc(ins)) writes.push_back(footprint(ins.acc));
 }
 
 }  // namespace
@@ -715,6 +717,35 @@ void KernelBuilder::select(const AccessPattern& dst, const AccessPattern& mask, 
     ins.src1 = on_true;
     ins.src2 = on_false;
     ins.flags |= F_S1_AP;
+    emit(ins);
+}
+
+void KernelBuilder::max8(const AccessPattern& dst, const AccessPattern& src) {
+    Instruction ins = make(Opcode::max8, Engine::Vector);
+    ins.dst = dst;
+    ins.src0 = src;
+    emit(ins);
+}
+
+void KernelBuilder::find_index8(const AccessPattern& dst, const AccessPattern& data, const AccessPattern& values) {
+    Instruction ins = make(Opcode::nc_find_index8, Engine::Vector);
+    ins.dst = dst;
+    ins.src0 = data;
+    ins.src1 = values;
+    emit(ins);
+}
+
+void KernelBuilder::match_replace8(const AccessPattern& dst, const AccessPattern& data, const AccessPattern& values,
+                                   float imm, const AccessPattern* indices) {
+    Instruction ins = make(Opcode::nc_match_replace8, Engine::Vector);
+    ins.dst = dst;
+    ins.src0 = data;
+    ins.src1 = values;
+    ins.imm0 = imm;
+    if (indices) {
+        ins.acc = *indices;
+        ins.flags |= F_ACC_OUT;
+    }
     emit(ins);
 }
 

@@ -87,7 +87,7 @@ static bool conflicts(const Instruction& mid, const std::vector<Instruction>& in
     for (int k = 0; k < nsrc; ++k)
         if (srcs[k]->space == MemSpace::PSUM && overlap(region_of(*srcs[k]), out)) return true;
     Region writes[2] = {region_of(mid.dst), region_of(mid.acc)};
-    const int nwrites = (mid.op == Opcode::activation && mid.reduce != ReduceOp::none) ? 2 : 1;
+    const int nwrites = writes_acc(mid) ? 2 : 1;
     for (int w = 0; w < nwrites; ++w) {
         if (overlap(writes[w], out)) return true;
         for (size_t i = c0; i < c1; ++i)
@@ -192,7 +192,7 @@ void NeuronCore::execute_functional(const Program& prog) {
         } else {
             execute(*mem_, ins);
             invalidate_cached_operands(ins.dst);
-            if (ins.op == Opcode::activation && ins.reduce != ReduceOp::none) invalidate_cached_operands(ins.acc);
+            if (writes_acc(ins)) invalidate_cached_operands(ins.acc);
         }
         index = end;
     }

@@ -9,7 +9,8 @@
 //                         for PSUM operands; on engines where it is pipelined, only when the
 //                         instruction waited, i.e. the engine was idle before it) and a turnaround
 //                         when it depends on its predecessor
-//                         tensor_tensor_scan max(MIN_II, 2N); at least cross_partition_cycles_per_elem
+//                         tensor_tensor_scan max(MIN_II, 2N); max8, nc_find_index8 N (no MIN_II floor);
+//                         nc_match_replace8 max(MIN_II, N); at least cross_partition_cycles_per_elem
 //                         x N when the destination starts on another partition than the source
 //   GpSimd                fixed start (~150) + N
 //   DMA                   fixed latency + bytes / (queue bandwidth x descriptor efficiency
@@ -91,6 +92,12 @@ double stream_cycles(const Instruction& ins, const StreamEngineConfig& eng, bool
         }
         case Opcode::select:
         case Opcode::tensor_tensor_scan: c = std::max(min_ii, 2 * n / rate); break;
+        // Published as N cycles, N = elements per partition of the data read (no MIN_II floor).
+        case Opcode::max8:
+        case Opcode::nc_find_index8: c = static_cast<double>(ins.src0.free_elems()) / rate; break;
+        // Published as "min(MIN_II, N)", which would stream 16K elements in 64 cycles, faster than the
+        // engine reads them; max(MIN_II, N), the form of every other VectorE instruction, is used.
+        case Opcode::nc_match_replace8: c = std::max(min_ii, n / rate); break;
         case Opcode::barrier: return 0;
         default: c = std::max(min_ii, n / rate); break;
     }
@@ -113,7 +120,12 @@ void for_each_tensor_operand(const Instruction& ins, const std::function<void(co
     if (opcode_info(ins.op).nsrc >= 1 && ins.op != Opcode::memset && ins.op != Opcode::iota) f(ins.src0);
     switch (ins.op) {
         case Opcode::nc_matmul:
-        case Opcode::tensor_tensor: f(ins.src1); break;
+        case Opcode::tensor_tensor:
+        case Opcode::nc_find_index8: f(ins.src1); break;
+        case Opcode::nc_match_replace8:
+            f(ins.src1);
+            if (writes_acc(ins)) f(ins.acc);
+            break;
         case Opcode::tensor_tensor_scan:
         case Opcode::select:
             f(ins.src1);
