@@ -1,4 +1,5 @@
-"""Hugging Face generation, unmodified, on neuron: generate() and pipeline(...) give the CPU's tokens."""
+"""Hugging Face generation, unmodified, on neuron: from_pretrained onto the device, generate() and
+pipeline(...) give the CPU's tokens."""
 
 import os
 
@@ -35,6 +36,26 @@ def test_greedy_generate_matches_cpu():
     neuron = model.to("neuron").generate(ids.to("neuron"), max_new_tokens=8, do_sample=False)
     assert neuron.device.type == "neuron"
     assert neuron.cpu().tolist() == cpu.tolist() and cpu.shape[1] == ids.shape[1] + 8
+
+
+def test_from_pretrained_onto_neuron_generates_the_cpu_tokens(tmp_path):
+    ids = tokenizer()(PROMPT, return_tensors="pt").input_ids
+    model = tiny_llama()
+    expected = model.generate(ids, max_new_tokens=4, do_sample=False).tolist()
+    model.save_pretrained(tmp_path)
+    for device_map in ("neuron", {"": "neuron"}):
+        loaded = LlamaForCausalLM.from_pretrained(tmp_path, device_map=device_map)
+        assert {p.device.type for p in loaded.parameters()} == {"neuron"}
+        assert loaded.generate(ids.to("neuron"), max_new_tokens=4, do_sample=False).cpu().tolist() == expected
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError,
+                   reason="accelerate.utils.modeling.get_max_memory has no neuron branch (it counts "
+                          "torch.cuda.device_count()), so device_map='auto' places every module on the CPU")
+def test_from_pretrained_device_map_auto_uses_neuron(tmp_path):
+    tiny_llama().save_pretrained(tmp_path)
+    loaded = LlamaForCausalLM.from_pretrained(tmp_path, device_map="auto")
+    assert {p.device.type for p in loaded.parameters()} == {"neuron"}
 
 
 def test_text_generation_pipeline_matches_cpu():

@@ -92,15 +92,17 @@ def test_bf16_autocast_tracks_cpu_bf16(runs):
     assert neuron["eval"] == pytest.approx(cpu["eval"], rel=2e-3)
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason="CPU fallbacks: add, all, arange, cat, cumsum, div, fill_, isnan, isneginf, "
-                                       "sub, sum.dim_IntList, tril, unfold, where")
+@pytest.mark.xfail(strict=True, raises=AssertionError,
+                   reason="CPU fallbacks: add, all, arange, cat, cumsum, div, fill_, isnan, isneginf, sub, "
+                          "sum.dim_IntList, tril, unfold, where")
 def test_training_runs_without_cpu_fallbacks(runs):
     assert runs["neuron"]["fallbacks"] == {}
     assert runs["neuron_bf16"]["fallbacks"] == {}
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason="Module.to('neuron') unties tied weights (the input embedding and the output "
-                                       "head become two parameters)")
+@pytest.mark.xfail(strict=True, raises=AssertionError,
+                   reason="Module.to('neuron') unties tied weights (the input embedding and the output head "
+                          "become two parameters)")
 def test_tied_embeddings_train_as_on_cpu(tmp_path):
     cpu = train(tmp_path / "cpu", cpu=True, tie=True)
     neuron = train(tmp_path / "neuron", cpu=False, tie=True)

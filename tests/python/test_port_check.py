@@ -10,6 +10,7 @@ import pytest
 
 from trnsim.port import RULES, fix_source, scan_source
 from trnsim.port.command import main as port_check
+from trnsim.port.rules import COMPAT_STATES, SEVERITIES
 from trnsim.port.targets import TargetError, resolve
 
 FIXTURES = Path(__file__).parent / "port_fixtures"
@@ -37,6 +38,7 @@ def test_every_pattern_found_at_its_column_and_nothing_else():
     assert expected - found == set(), "expected but not reported"
     # every rule but the parse error has a case in the fixture
     assert {code for _, _, code in expected} == set(RULES) - {"CU000"}
+    assert all(r.severity in SEVERITIES and r.compat in COMPAT_STATES for r in RULES.values())
 
 
 def test_comments_docstrings_and_plain_strings_are_not_code():
@@ -95,7 +97,8 @@ def test_fix_keeps_comments_and_layout_and_leaves_no_fixable_finding():
     ('x.cuda()', 'x.to(torch.accelerator.current_accelerator())', 'x.to("neuron")'),
     ('x.cuda(rank, )', 'x.to(rank, )', 'x.to(rank, )'),
     ("x.to('cuda:1')", "x.to(f'{torch.accelerator.current_accelerator().type}:1')", "x.to('neuron:1')"),
-    ('torch.zeros(2, device=f"cuda:{r}")', 'torch.zeros(2, device=f"{torch.accelerator.current_accelerator().type}:{r}")',
+    ('torch.zeros(2, device=f"cuda:{r}")',
+     'torch.zeros(2, device=f"{torch.accelerator.current_accelerator().type}:{r}")',
      'torch.zeros(2, device=f"neuron:{r}")'),
     ('torch.cuda.synchronize()', 'torch.accelerator.synchronize()', 'torch.accelerator.synchronize()'),
     ('torch.cuda.amp.autocast(enabled=on)',
@@ -117,7 +120,8 @@ def test_fix_rewrites(before, generic, neuron):
 
 def test_fix_uses_the_files_torch_alias_and_adds_torch_where_missing():
     result = scan_source("import torch as th\nth.cuda.synchronize()\n")
-    assert fix_source(result.source, result.findings, result.torch_alias).source.endswith("th.accelerator.synchronize()\n")
+    fixed = fix_source(result.source, result.findings, result.torch_alias).source
+    assert fixed.endswith("th.accelerator.synchronize()\n")
     source = "def run(model):\n    return model.to('cuda')\n"
     result = scan_source(source)
     fixed = fix_source(source, result.findings, result.torch_alias).source
