@@ -72,3 +72,74 @@ def test_random_op_without_kernel_refuses_the_cpu_generator():
     x = torch.ones(10, device="neuron")
     with pytest.raises(NotImplementedError, match="generator"):
         x.geometric_(0.5)
+
+
+# ---- what the CPU run writes comes back to the device
+
+def test_batch_norm_running_statistics_come_back():
+    torch.manual_seed(0)
+    x = torch.randn(8, 4, 5, 5)
+    cpu, dev = torch.nn.BatchNorm2d(4).train(), torch.nn.BatchNorm2d(4).train().to("neuron")
+    for _ in range(3):
+        cpu(x), dev(x.to("neuron"))
+    # (native_batch_norm updates running_mean / running_var without marking them written)
+    torch.testing.assert_close(dev.running_mean.cpu(), cpu.running_mean)
+    torch.testing.assert_close(dev.running_var.cpu(), cpu.running_var)
+    assert dev.num_batches_tracked.item() == 3
+    torch.testing.assert_close(dev.eval()(x.to("neuron")).cpu(), cpu.eval()(x), atol=1e-5, rtol=1e-5)
+
+
+def test_instance_norm_running_statistics_come_back():
+    torch.manual_seed(0)
+    x = torch.randn(3, 4, 6, 6)
+    cpu = torch.nn.InstanceNorm2d(4, affine=True, track_running_stats=True)
+    dev = torch.nn.InstanceNorm2d(4, affine=True, track_running_stats=True).to("neuron")
+    torch.testing.assert_close(dev(x.to("neuron")).cpu(), cpu(x), atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(dev.running_mean.cpu(), cpu.running_mean)
+    torch.testing.assert_close(dev.running_var.cpu(), cpu.running_var)
+
+
+def test_out_tensor_is_resized_as_on_the_cpu():
+    a, b = torch.randn(3, 5), torch.randn(3, 5)
+    out = torch.empty(0, device="neuron")
+    result = torch.atan2(a.neuron(), b.neuron(), out=out)
+    assert result is out and out.shape == (3, 5)
+    torch.testing.assert_close(out.cpu(), torch.atan2(a, b))
+    # The CPU's strides too: a column-major result stays column-major.
+    m = torch.randn(4, 4) + 4 * torch.eye(4)
+    inv = torch.empty(0, device="neuron")
+    torch.linalg.inv(m.neuron(), out=inv)
+    expected = torch.linalg.inv(m, out=torch.empty(0))
+    assert inv.stride() == expected.stride()
+    torch.testing.assert_close(inv.cpu(), expected)
+
+
+def test_in_place_on_a_view_writes_through_to_its_base():
+    base = torch.randn(4, 6)
+    dev = base.neuron()
+    dev[:, 1::2].atan_()       # a strided view with a storage offset
+    base[:, 1::2].atan_()
+    assert torch.equal(dev.cpu(), base)
+
+
+def test_aliasing_arguments_stay_aliased_on_the_cpu():
+    x = torch.randn(10)
+    dev = x.neuron()
+    # Overlapping views of one storage are one host buffer for the CPU kernel, so it sees
+    # (and refuses) the partial overlap as it would on the CPU.
+    for t in (x, dev):
+        with pytest.raises(RuntimeError, match="single memory location"):
+            torch.atan2(t[2:], t[:-2], out=t[:-2])
+    torch.atan2(dev, dev, out=dev)
+    torch.atan2(x, x, out=x)
+    assert torch.equal(dev.cpu(), x)
+
+
+def test_view_returned_by_the_cpu_is_a_view_on_the_device():
+    x = torch.arange(12.0).neuron()
+    # An operator returning a view of its input: the same view of the device storage.
+    from trnsim import _C
+    view = _C._run_on_cpu("aten::as_strided", "", x, [3], [4], 1)
+    assert view.device.type == "neuron" and view.untyped_storage().data_ptr() == x.untyped_storage().data_ptr()
+    view.zero_()
+    assert x.cpu()[[1, 5, 9]].eq(0).all()

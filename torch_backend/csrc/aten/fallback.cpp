@@ -1,7 +1,6 @@
 #include "aten/fallback.h"
 
 #include <ATen/core/dispatch/Dispatcher.h>
-#include <ATen/native/CPUFallback.h>
 #include <c10/util/Exception.h>
 #include <torch/library.h>
 
@@ -85,7 +84,7 @@ void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     if (first)
         TORCH_WARN("trnsim: ", name, " is not implemented natively on neuron; running it on the "
                    "CPU (counted in torch.neuron.fallback_ops())");
-    at::native::cpu_fallback(op, stack);
+    run_on_cpu(op, stack);
 }
 
 std::map<std::string, int64_t> fallback_counts() {

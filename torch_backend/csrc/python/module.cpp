@@ -2,7 +2,10 @@
 // everything (static initializers in the other translation units); the
 // functions here serve python/trnsim/neuron.
 #include <ATen/Context.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
 #include <torch/csrc/Generator.h>
+#include <torch/csrc/jit/python/pybind_utils.h>
 #include <torch/csrc/utils/device_lazy_init.h>
 #include <torch/csrc/utils/pybind.h>
 
@@ -46,6 +49,18 @@ PYBIND11_MODULE(_C, m) {
     });
     m.def("_fallback_ops", [] { return fallback_counts(); });
     m.def("_reset_fallback_ops", [] { reset_fallback_counts(); });
+    // Runs aten::<name>.<overload> through the CPU fallback's CPU run, whatever kernels the
+    // operator has: how tests check the fallback for every operator (trnsim.neuron never uses it).
+    m.def("_run_on_cpu", [](const std::string& name, const std::string& overload, py::args args, py::kwargs kwargs) {
+        c10::OperatorHandle op = c10::Dispatcher::singleton().findSchemaOrThrow(name.c_str(), overload.c_str());
+        torch::jit::Stack stack = torch::jit::createStackForSchema(op.schema(), args, kwargs, std::nullopt);
+        {
+            py::gil_scoped_release no_gil;
+            at::AutoDispatchBelowADInplaceOrView below_autograd;
+            run_on_cpu(op, &stack);
+        }
+        return torch::jit::createPyObjectForStack(std::move(stack));
+    });
     m.def("_kernel_cache_size", [] { return kernel_cache_size(); });
     m.def("_set_launch_trace", [](bool enabled) { set_launch_trace(enabled); });
     // Kernel launches since tracing was enabled: (program, device, start_ps, end_ps,
