@@ -19,7 +19,8 @@ from trnsim import _C
 
 __all__ = [
     "Event", "Stream", "current_device", "current_stream", "device", "device_count",
-    "empty_cache", "fallback_ops", "get_amp_supported_dtype", "get_device_name",
+    "empty_cache", "fallback_ops", "get_amp_supported_dtype", "get_device_capability", "get_device_name",
+    "get_device_properties",
     "get_rng_state", "get_rng_state_all", "initial_seed", "is_available", "is_bf16_supported",
     "is_initialized", "manual_seed", "manual_seed_all", "max_memory_allocated",
     "max_memory_reserved", "mem_get_info", "memory_allocated", "memory_reserved",
@@ -83,6 +84,41 @@ def set_device(device: Any) -> None:
 
 def get_device_name(device: Any = None) -> str:
     return f"trnsim NeuronCore {_index(device)} ({_C._chip_name()})"
+
+
+class _DeviceProperties:
+    """What torch.neuron.get_device_properties returns (torch.cuda's counterpart has the same
+    name and total_memory fields). One logical NeuronCore of the configured chip."""
+
+    def __init__(self, fields: dict[str, Any]):
+        self.name: str = fields["name"]
+        self.chip: str = fields["chip"]
+        self.generation: int = fields["generation"]          # NeuronCore version (3 on trn2)
+        self.physical_cores: int = fields["physical_cores"]  # per logical core (LNC)
+        self.total_memory: int = fields["total_memory"]      # simulated HBM bytes of this core
+        self.sbuf_partitions: int = fields["sbuf_partitions"]
+        self.sbuf_bytes_per_partition: int = fields["sbuf_bytes_per_partition"]
+        self.psum_bytes_per_partition: int = fields["psum_bytes_per_partition"]
+        self.dma_queues: int = fields["dma_queues"]
+        self.peak_flops_bf16: float = fields["peak_flops_bf16"]   # dense, per logical core
+        self.major, self.minor = self.generation, 0
+
+    def __repr__(self) -> str:
+        return (f"_NeuronDeviceProperties(name='{self.name}', generation={self.generation}, "
+                f"total_memory={self.total_memory // (1 << 20)}MB, physical_cores={self.physical_cores})")
+
+
+def get_device_properties(device: Any = None) -> _DeviceProperties:
+    index = _index(device)
+    if not 0 <= index < device_count():
+        raise ValueError(f"invalid neuron device index {index}; there are {device_count()} devices")
+    return _DeviceProperties(_C._device_properties(index))
+
+
+def get_device_capability(device: Any = None) -> tuple[int, int]:
+    """(major, minor) as torch.cuda.get_device_capability: the NeuronCore version, 0."""
+    props = get_device_properties(device)
+    return props.major, props.minor
 
 
 class device:

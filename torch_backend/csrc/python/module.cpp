@@ -35,6 +35,23 @@ PYBIND11_MODULE(_C, m) {
         return old;
     });
     m.def("_chip_name", [] { return chip().name; });
+    // What torch.neuron.get_device_properties reports for neuron:index.
+    m.def("_device_properties", [](int index) {
+        const trnsim::ChipConfig& c = chip();
+        const auto i = static_cast<c10::DeviceIndex>(index);
+        py::dict d;
+        d["name"] = "trnsim NeuronCore (" + c.name + ")";
+        d["chip"] = c.name;
+        d["generation"] = c.generation;
+        d["physical_cores"] = c.lnc;
+        d["total_memory"] = device(i).allocator().capacity();
+        d["sbuf_partitions"] = c.sbuf.partitions;
+        d["sbuf_bytes_per_partition"] = c.sbuf.bytes_per_partition;
+        d["psum_bytes_per_partition"] = c.psum.bytes_per_partition;
+        d["dma_queues"] = c.dma.queues;
+        d["peak_flops_bf16"] = c.peak_flops_bf16() * c.lnc;
+        return d;
+    });
     m.def("_timing_only", [] { return timing_only(); });
     m.def("_set_timing_only", [](bool on) {
         set_exec_mode(on ? trnsim::ExecMode::TimingOnly : trnsim::ExecMode::Functional);

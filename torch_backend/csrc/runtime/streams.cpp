@@ -106,6 +106,10 @@ void run_on_current_stream(c10::DeviceIndex index, const std::function<void(Devi
 
 namespace {
 
+// A device without an index (torch.Stream(device="neuron"), torch.Event(device="neuron")) is
+// the current device, as for CUDA.
+c10::DeviceIndex index_of(c10::Device d) { return d.has_index() ? d.index() : current_device(); }
+
 struct NeuronGuardImpl final : c10::impl::DeviceGuardImplInterface {
     static constexpr c10::DeviceType kType = c10::DeviceType::PrivateUse1;
 
@@ -114,26 +118,37 @@ struct NeuronGuardImpl final : c10::impl::DeviceGuardImplInterface {
     c10::Device exchangeDevice(c10::Device d) const override {
         TORCH_CHECK(d.is_privateuseone(), "trnsim: expected a neuron device, got ", d);
         c10::Device old = getDevice();
-        if (old.index() != d.index()) set_current_device(d.index());
+        if (old.index() != index_of(d)) set_current_device(index_of(d));
         return old;
     }
     c10::Device getDevice() const override { return c10::Device(kType, current_device()); }
     void setDevice(c10::Device d) const override {
         TORCH_CHECK(d.is_privateuseone(), "trnsim: expected a neuron device, got ", d);
-        set_current_device(d.index());
+        set_current_device(index_of(d));
     }
     void uncheckedSetDevice(c10::Device d) const noexcept override {
         if (d.index() >= 0 && d.index() < device_count()) set_current_device(d.index());
     }
     c10::DeviceIndex deviceCount() const noexcept override { return device_count(); }
 
-    c10::Stream getStream(c10::Device d) const override { return current_stream(d.index()); }
-    c10::Stream getDefaultStream(c10::Device d) const override { return default_stream(d.index()); }
+    // The dtypes a neuron tensor can hold: every dtype but the quantized ones (those without a
+    // kernel run on the CPU, counted in torch.neuron.fallback_ops()).
+    c10::DeviceCapability getDeviceCapability(c10::Device d) const override {
+        check_index(index_of(d));
+        c10::DeviceCapability cap;
+        for (int quantized : {c10::kIndex_QInt8, c10::kIndex_QUInt8, c10::kIndex_QInt32, c10::kIndex_QUInt4x2,
+                              c10::kIndex_QUInt2x4})
+            cap.capability_data.capability_bits &= ~(uint64_t{1} << quantized);
+        return cap;
+    }
+
+    c10::Stream getStream(c10::Device d) const override { return current_stream(index_of(d)); }
+    c10::Stream getDefaultStream(c10::Device d) const override { return default_stream(index_of(d)); }
     c10::Stream getNewStream(c10::Device d, int /*priority*/) const override {
-        return new_stream(d.index());
+        return new_stream(index_of(d));
     }
     c10::Stream getStreamFromGlobalPool(c10::Device d, bool /*high_priority*/) const override {
-        return pool_stream(d.index());
+        return pool_stream(index_of(d));
     }
     c10::Stream exchangeStream(c10::Stream s) const override {
         c10::Stream old = current_stream(s.device_index());
