@@ -219,9 +219,24 @@ c10::Scalar local_scalar_dense(const at::Tensor& self) {
     return at::_local_scalar_dense(host);
 }
 
+// Module.to("neuron"), .to(dtype) and .cpu() keep each Parameter object (param.data is
+// swapped) when this is true, as for CUDA: tied weights stay one Parameter and optimizers
+// built before the move keep theirs. Dense strided CPU and neuron tensors are interchangeable.
+bool has_compatible_shallow_copy_type(const at::Tensor& self, const at::Tensor& from) {
+    if (self.unsafeGetTensorImpl()->has_compatible_shallow_copy_type(from.key_set())) return true;
+    auto dense_cpu_or_neuron = [](const at::Tensor& t) {
+        const c10::DispatchKeySet ks = t.key_set();
+        return ks.has(c10::DispatchKey::Dense) && t.layout() == c10::kStrided &&
+               (ks.has_backend(c10::BackendComponent::CPUBit) ||
+                ks.has_backend(c10::BackendComponent::PrivateUse1Bit));
+    };
+    return dense_cpu_or_neuron(self) && dense_cpu_or_neuron(from);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+    m.impl("_has_compatible_shallow_copy_type", has_compatible_shallow_copy_type);
     m.impl("empty.memory_format", empty_memory_format);
     m.impl("empty_strided", empty_strided);
     m.impl("as_strided", at::native::as_strided_tensorimpl);
