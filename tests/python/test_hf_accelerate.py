@@ -68,9 +68,6 @@ def test_training_matches_cpu(precision, rel):
     assert neuron["losses"][-1] < neuron["losses"][0]
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="Module.to('neuron') replaces the parameters, so an optimizer built before "
-                          "accelerator.prepare() steps the CPU copies")
 def test_optimizer_built_before_prepare_trains():
     cpu = train(fresh_accelerator(cpu=True), optimizer_first=True)
     neuron = train(fresh_accelerator(), optimizer_first=True)

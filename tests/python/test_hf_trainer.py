@@ -100,9 +100,6 @@ def test_training_runs_without_cpu_fallbacks(runs):
     assert runs["neuron_bf16"]["fallbacks"] == {}
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="Module.to('neuron') unties tied weights (the input embedding and the output head "
-                          "become two parameters)")
 def test_tied_embeddings_train_as_on_cpu(tmp_path):
     cpu = train(tmp_path / "cpu", cpu=True, tie=True)
     neuron = train(tmp_path / "neuron", cpu=False, tie=True)

@@ -74,8 +74,6 @@ class _NeuronProperties:
 
 def _get_device_properties(device: Any = None) -> Any:
     index = cuda_target(device, "torch.cuda.get_device_properties()").index
-    if hasattr(torch.neuron, "get_device_properties"):
-        return torch.neuron.get_device_properties(index)
     return _NeuronProperties(index)
 
 
