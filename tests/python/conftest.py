@@ -14,3 +14,14 @@ def settable_backend_flags():
     with allow_mutation():
         yield
         torch.backends.cudnn.benchmark = benchmark
+
+
+@pytest.fixture
+def fresh_compiler():
+    """Dynamo's caches and the neuron compiler's counters start empty, and Dynamo's caches are
+    emptied again afterwards."""
+    import trnsim.compile as tc
+    torch._dynamo.reset()
+    tc.reset_stats()
+    yield
+    torch._dynamo.reset()

@@ -16,12 +16,7 @@ from trnsim import workloads
 DEV = torch.device("neuron", 0)
 
 
-@pytest.fixture(autouse=True)
-def fresh():
-    torch._dynamo.reset()
-    tc.reset_stats()
-    yield
-    torch._dynamo.reset()
+pytestmark = pytest.mark.usefixtures("fresh_compiler")
 
 
 def _small_gpt():

@@ -21,6 +21,7 @@ from typing import Any
 import torch
 import torch.fx
 
+from .specialize import is_symbolic, signature, specialize
 from .translate import Translator, Translation
 
 __all__ = ["neuron_backend", "stats", "reset_stats", "compile_graph", "capture_graphs"]
@@ -101,13 +102,13 @@ def compile_graph(gm: torch.fx.GraphModule, name: str, chip: str = "", fuse: boo
     return translation, compiled
 
 
-def _signature(args) -> tuple:
-    return tuple((a.dtype, tuple(a.shape), tuple(a.stride()), a.storage_offset()) if isinstance(a, torch.Tensor)
-                 else type(a) for a in args)
-
-
 class _CompiledFunction:
-    """The callable handed back to AOTAutograd: one compiled program set per input signature."""
+    """The callable handed back to AOTAutograd: one compiled program set per input signature.
+
+    A graph traced with static shapes is compiled at once for the signature it was traced
+    with; a dynamic one (symbolic sizes), one without traced values (a symbolically traced
+    module), or a call with other strides, is specialised to each call's signature
+    (specialize.py) and compiled on first use."""
 
     def __init__(self, gm: torch.fx.GraphModule, example_inputs, kind: str):
         global _counter
@@ -116,22 +117,27 @@ class _CompiledFunction:
             self.name = f"graph_{_counter}_{kind}"
         self.gm = gm
         self.by_signature: dict[tuple, Any] = {}
-        self._build(_signature(example_inputs))
+        traced = all("val" in n.meta for n in gm.graph.nodes if n.op == "placeholder")
+        self.traced_signature = None if is_symbolic(example_inputs) or not traced else signature(example_inputs)
+        if self.traced_signature is not None:
+            self._build(self.traced_signature, None)
 
-    def _build(self, signature):
+    def _build(self, sig, args):
         from .runtime import CompiledGraphRunner
-        translation, compiled = compile_graph(self.gm, self.name if not self.by_signature else
-                                              f"{self.name}_{len(self.by_signature)}")
-        self.by_signature[signature] = CompiledGraphRunner(compiled, translation, _stats)
-        return self.by_signature[signature]
+        gm = self.gm if sig == self.traced_signature else specialize(self.gm, args)
+        name = self.name if not self.by_signature else f"{self.name}_{len(self.by_signature)}"
+        translation, compiled = compile_graph(gm, name)
+        self.by_signature[sig] = CompiledGraphRunner(compiled, translation, _stats)
+        return self.by_signature[sig]
 
     def __call__(self, *args):
-        signature = _signature(args)
-        runner = self.by_signature.get(signature)
+        sig = signature(args)
+        runner = self.by_signature.get(sig)
         if runner is None:
-            with _lock:
-                _stats["recompiles"] += 1
-            runner = self._build(signature)
+            if self.by_signature:
+                with _lock:
+                    _stats["recompiles"] += 1
+            runner = self._build(sig, args)
         else:
             with _lock:
                 _stats["cache_hits"] += 1
