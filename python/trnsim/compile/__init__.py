@@ -24,7 +24,7 @@ import torch.fx
 from .specialize import is_symbolic, signature, specialize
 from .translate import Translator, Translation
 
-__all__ = ["neuron_backend", "stats", "reset_stats", "compile_graph", "capture_graphs"]
+__all__ = ["neuron_backend", "stats", "reset_stats", "compile_graph", "compile_fx", "capture_graphs"]
 
 _lock = threading.Lock()
 _counter = 0
@@ -142,6 +142,13 @@ class _CompiledFunction:
             with _lock:
                 _stats["cache_hits"] += 1
         return runner(list(args))
+
+
+def compile_fx(gm: torch.fx.GraphModule, example_inputs):
+    """Compiles an FX graph of any node kinds (ATen or torch calls, method and module calls,
+    attributes) for the neuron device. Returns a callable taking the graph's inputs and
+    returning the list of its outputs; it compiles once per input signature."""
+    return _CompiledFunction(gm, example_inputs, "fx")
 
 
 def _fw_bw_compiler(kind: str):

@@ -30,6 +30,18 @@ def _at_path(value, path):
     return value
 
 
+def _invoke(gm: torch.fx.GraphModule, node: torch.fx.Node, args, kwargs):
+    """Runs one FX node with PyTorch, as torch.fx.Interpreter would."""
+    if node.op == "call_function":
+        return node.target(*args, **kwargs)
+    if node.op == "call_method":
+        self_obj, *rest = args
+        return getattr(self_obj, node.target)(*rest, **kwargs)
+    if node.op == "call_module":
+        return gm.get_submodule(node.target)(*args, **kwargs)
+    raise RuntimeError(f"trnsim.compile: cannot run FX node {node.format_node()}")
+
+
 class CompiledGraphRunner:
     """One compiled graph for one input signature."""
 
@@ -58,10 +70,11 @@ class CompiledGraphRunner:
         slots: list[torch.Tensor | None] = [None] * len(self.slots)
         for k, (kind, nbytes, index) in enumerate(self.slots):
             if kind == "input":
-                slots[k] = args[self.t.ir_input_placeholders[index]]
+                source = self.t.ir_inputs[index]
+                slots[k] = args[source] if isinstance(source, int) else source
             elif kind in ("output", "workspace"):
                 slots[k] = torch.empty(((nbytes + 7) // 8) * 8, dtype=torch.uint8, device=device)
-        host: dict[torch.fx.Node, Any] = {}
+        host: dict[torch.fx.Node, Any] = dict(self.t.constants)
         for i, node in enumerate(self.t.placeholders):
             host[node] = args[i]
 
@@ -79,7 +92,7 @@ class CompiledGraphRunner:
             def resolve(n):
                 return ir_args[n] if n in ir_args else host[n]
             a, kw = torch.fx.node.map_arg((call.node.args, call.node.kwargs), resolve)
-            result = call.node.target(*a, **kw)
+            result = _invoke(self.t.gm, call.node, a, kw)
             host[call.node] = result
             for slot, path in zip(self.eager_slots.get(node_index, []), call.ir_outputs):
                 value = _at_path(result, path).contiguous()
@@ -87,13 +100,19 @@ class CompiledGraphRunner:
                     value = value.clone()
                 slots[slot] = value
 
-        results = []
+        leaves = []
         for kind, ref in self.t.output_spec:
             if kind == "ir":
                 p = self.outputs[ref]
-                results.append(_view(slots[p["slot"]], p, self.slots[p["slot"]][0] == "input"))
+                leaves.append(_view(slots[p["slot"]], p, self.slots[p["slot"]][0] == "input"))
             elif kind == "host":
-                results.append(host[ref])
+                leaves.append(host[ref])
             else:
-                results.append(ref)
+                leaves.append(ref)
+        if self.t.output_tree is None:
+            return leaves
+        results, start = [], 0
+        for spec in self.t.output_tree:
+            results.append(torch.utils._pytree.tree_unflatten(leaves[start:start + spec.num_leaves], spec))
+            start += spec.num_leaves
         return results

@@ -74,12 +74,15 @@ class EagerCall:
 
 @dataclass
 class Translation:
+    gm: torch.fx.GraphModule
     graph: Any                                    # _compiler.Graph
-    ir_input_placeholders: list[int]              # FX placeholder index of each IR graph input
+    ir_inputs: list[int | torch.Tensor]           # per IR graph input: FX placeholder index, or a constant tensor
     placeholders: list[torch.fx.Node]
+    constants: dict[torch.fx.Node, Any]           # get_attr nodes whose values stay with the host
     eager_calls: list[EagerCall]
     ir_values: dict[torch.fx.Node, Any]           # FX node -> IR value id (or tuple of them)
-    output_spec: list[Any] = field(default_factory=list)   # per FX output: ("ir", k) | ("host", node) | ("const", v)
+    output_spec: list[Any] = field(default_factory=list)   # per FX output leaf: ("ir", k) | ("host", node) | ("const", v)
+    output_tree: Any = None                       # pytree spec of the graph's outputs (None: a flat list)
 
 
 def _meta(node: torch.fx.Node):
@@ -137,29 +140,56 @@ class Translator:
         return vid
 
     # ------------------------------------------------------------------ the walk
+    def is_device_value(self, x) -> bool:
+        return isinstance(x, torch.fx.Node) and isinstance(self.values.get(x), (int, _Multi))
+
+    def input_value(self, node: torch.fx.Node, val) -> bool:
+        """Makes val (a placeholder's or a constant's value) an IR graph input when it is a
+        device tensor the compiler holds; returns whether it did."""
+        if not (isinstance(val, torch.Tensor) and val.dtype in DTYPES and _on_device(val)):
+            return False
+        try:
+            sizes, strides, offset = _static(val.shape), _static(val.stride()), _static([val.storage_offset()])[0]
+        except Unsupported:
+            return False
+        vid = self.g.add_input(DTYPES[val.dtype], sizes, strides, offset, node.name)
+        self.values[node] = vid
+        self.layouts[vid] = Layout(sizes, strides, offset)
+        return True
+
     def run(self) -> Translation:
         placeholders = [n for n in self.gm.graph.nodes if n.op == "placeholder"]
-        ir_inputs = []
+        ir_inputs: list[int | torch.Tensor] = []
+        constants: dict[torch.fx.Node, Any] = {}
         for i, node in enumerate(placeholders):
-            val = node.meta.get("val")
-            if isinstance(val, torch.Tensor) and val.dtype in DTYPES:
-                try:
-                    sizes, strides = _static(val.shape), _static(val.stride())
-                    offset = int(val.storage_offset())
-                except Unsupported:
-                    continue
-                vid = self.g.add_input(DTYPES[val.dtype], sizes, strides, offset, node.name)
-                self.values[node] = vid
-                self.layouts[vid] = Layout(sizes, strides, offset)
+            if self.input_value(node, node.meta.get("val")):
                 ir_inputs.append(i)
-        output_spec = []
-        ir_outputs = []
+        output_spec, ir_outputs, output_tree = [], [], None
         for node in self.gm.graph.nodes:
-            if node.op == "call_function":
+            if node.op == "placeholder":
+                continue
+            if node.op == "get_attr":
+                value = _fetch_attr(self.gm, node.target)
+                if self.input_value(node, value):
+                    ir_inputs.append(value)
+                else:
+                    constants[node] = value
+            elif node.op == "call_function":
                 self.call(node)
+            elif node.op in ("call_method", "call_module"):
+                self.eager(node)
             elif node.op == "output":
                 results = node.args[0]
-                for x in (results if isinstance(results, (list, tuple)) else [results]):
+                if isinstance(results, (list, tuple)):
+                    leaves = []
+                    for x in results:
+                        flat, spec = torch.utils._pytree.tree_flatten(x)
+                        leaves.append((flat, spec))
+                    output_tree = [spec for _, spec in leaves]
+                    flat = [leaf for f, _ in leaves for leaf in f]
+                else:
+                    flat, output_tree = [results], None
+                for x in flat:
                     if isinstance(x, torch.fx.Node) and isinstance(self.values.get(x), int):
                         output_spec.append(("ir", len(ir_outputs)))
                         ir_outputs.append(self.values[x])
@@ -167,14 +197,23 @@ class Translator:
                         output_spec.append(("host", x))
                     else:
                         output_spec.append(("const", x))
-            elif node.op != "placeholder":
+            else:
                 raise Unsupported(f"FX node kind {node.op}")
         self.g.set_outputs(ir_outputs)
-        return Translation(self.g, ir_inputs, placeholders, self.eager_calls, self.values, output_spec)
+        return Translation(self.gm, self.g, ir_inputs, placeholders, constants, self.eager_calls, self.values,
+                           output_spec, output_tree)
 
     def call(self, node: torch.fx.Node) -> None:
         handler = HANDLERS.get(node.target)
-        if handler is not None:
+        # Handlers lower device tensors and Python constants; a node reading a host value (a
+        # CPU tensor, an int64 tensor, a size known only at run time) runs eagerly.
+        reads_host = [False]
+        def check(n):
+            if not self.is_device_value(n):
+                reads_host[0] = True
+            return n
+        torch.fx.node.map_arg((node.args, node.kwargs), check)
+        if handler is not None and not reads_host[0]:
             try:
                 result = handler(self, node)
                 self.values[node] = result
@@ -194,6 +233,8 @@ class Translator:
         paths, outs = [], []
         def visit(v, path):
             if isinstance(v, torch.Tensor):
+                if not _on_device(v):
+                    return   # a host tensor (a device-to-host copy's result) stays with the host
                 try:
                     outs.append((_ir_dtype(v), _static(v.shape)))
                     paths.append(path)
@@ -203,15 +244,31 @@ class Translator:
                 for k, item in enumerate(v):
                     visit(item, path + (k,))
         visit(val, ())
-        label = getattr(node.target, "__name__", str(node.target))
-        if hasattr(node.target, "_schema"):
-            label = str(node.target)
+        if node.op == "call_function":
+            label = str(node.target) if hasattr(node.target, "_schema") else getattr(node.target, "__name__",
+                                                                                       str(node.target))
+        else:
+            label = f"{node.op} {node.target}"
         vids = self.add("eager", [self.values[n] for n in ir_inputs], outs, eager_id=len(self.eager_calls), label=label)
         self.eager_calls.append(EagerCall(node, ir_inputs, paths))
         if paths == [()]:
             self.values[node] = vids[0]
         elif paths:
             self.values[node] = _Multi({p[0]: v for p, v in zip(paths, vids) if len(p) == 1})
+
+
+def _fetch_attr(gm: torch.fx.GraphModule, target: str):
+    value = gm
+    for atom in target.split("."):
+        if not hasattr(value, atom):
+            raise Unsupported(f"get_attr {target}: the graph module has no attribute {atom!r}")
+        value = getattr(value, atom)
+    return value
+
+
+def _on_device(t: torch.Tensor) -> bool:
+    """Whether a tensor (or its fake) lives on the accelerator, not the host."""
+    return t.device.type != "cpu"
 
 
 class _Multi(dict):
@@ -320,7 +377,7 @@ def _clamp(t, node):
     return x
 
 
-@handles(aten._to_copy.default, prims.convert_element_type.default, aten.clone.default)
+@handles(aten._to_copy.default, prims.convert_element_type.default, aten.clone.default, aten.lift_fresh_copy.default)
 def _copy(t, node):
     device = node.kwargs.get("device")
     val = _meta(node)
@@ -494,9 +551,15 @@ def _cat(t, node):
         else:
             if start == lay.sizes[dim]:
                 return t.view(packed, lay)
-    tensors = node.args[0]
+    out = t.out1(node)
+    if math.prod(out[1]) == 0:
+        raise Unsupported("empty concat")
+    # Empty inputs add nothing (ATen also skips the legacy 1-D [0] tensors of any rank).
+    tensors = [x for x in node.args[0] if math.prod(_static(_meta(x).shape)) != 0]
     dim = _arg(node, 1, "dim", 0) % len(_meta(node).shape)
-    return t.add("concat", [t.ir(x) for x in tensors], [t.out1(node)], i0=dim)[0]
+    if len(tensors) == 1:
+        return t.add("copy", [t.ir(tensors[0])], [out])[0]
+    return t.add("concat", [t.ir(x) for x in tensors], [out], i0=dim)[0]
 
 
 @handles(aten.alias.default, aten.detach.default)
