@@ -57,8 +57,9 @@ enum class Op : uint8_t {
     rms_norm,             // in: x, [weight]; out: y, rstd; i0 = normalized ndim, f0 = eps, i1 = has weight
     matmul,               // out[...,M,N] = in0[...,M,K] @ in1[...,K,N] (batch dims broadcast)
     addmm,                // out = f1 * in0 + f0 * (in1 @ in2)   (f0 = alpha, f1 = beta)
-    attention,            // o = softmax(f0 * q k^T [causal if i0]) v; in: q, k, v; out: o [...,S,Dv], lse [...,S] f32
-    attention_backward,   // in: grad_o, q, k, v, o, lse; out: grad_q, grad_k, grad_v; f0 = scale, i0 = causal
+    attention,            // o = softmax(f0 * q k^T [+ mask] [causal if i0]) v; in: q, k, v, [mask (bool: True attends;
+                          // float: added), broadcast to [B,H,Sq,Skv], q/k/v 4-D]; out: o [...,S,Dv], lse [...,S] f32
+    attention_backward,   // in: grad_o, q, k, v, o, lse, [mask]; out: grad_q, grad_k, grad_v; f0 = scale, i0 = causal
     fused_elementwise,    // 'body' evaluated tile by tile in SBUF; outputs = body values
     fused_matmul,         // in0 @ in1 with 'body' (body[0] = the product) applied to each output tile before
                           // its store; in[2] = addend (beta f1, alpha f0) when i1 = 1; in[2..] are read as

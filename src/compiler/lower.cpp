@@ -193,14 +193,14 @@ private:
                 if (in[1].dim() == 2 && in[2].dim() == 2) ops::addmm(kb, out[0], in[0], in[1], in[2], n.f1, n.f0);
                 else ops::baddbmm(kb, out[0], in[0], in[1], in[2], n.f1, n.f0);
                 return;
-            case Op::attention:
+            case Op::attention:   // in[3], when present: the mask, broadcast to [B, H, Sq, Skv] by the kernel
                 ops::sdpa_forward(kb, as_heads(out[0], 4), as_heads(out[1], 3), as_heads(in[0], 4), as_heads(in[1], 4),
-                                  as_heads(in[2], 4), nullptr, n.i0 != 0, n.f0);
+                                  as_heads(in[2], 4), in.size() > 3 ? &in[3] : nullptr, n.i0 != 0, n.f0);
                 return;
-            case Op::attention_backward:
+            case Op::attention_backward:   // in[6], when present: the mask
                 ops::sdpa_backward(kb, as_heads(out[0], 4), as_heads(out[1], 4), as_heads(out[2], 4), as_heads(in[0], 4),
                                    as_heads(in[1], 4), as_heads(in[2], 4), as_heads(in[3], 4), as_heads(in[4], 4),
-                                   as_heads(in[5], 3), nullptr, n.i0 != 0, n.f0);
+                                   as_heads(in[5], 3), in.size() > 6 ? &in[6] : nullptr, n.i0 != 0, n.f0);
                 return;
             case Op::fused_elementwise: build_fused_elementwise(kb, n, in, out); return;
             case Op::fused_matmul: build_fused_matmul(kb, n, in, out); return;

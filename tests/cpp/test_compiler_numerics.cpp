@@ -376,5 +376,72 @@ TEST(CompilerNumerics, GraphWithEagerNodesCannotRunWithoutItsHost) {
     EXPECT_THROW(r.run(g, {{1, 2, 3, 4}}), compiler::CompileError);
 }
 
+TEST(CompilerNumerics, AttentionWithABroadcastMaskMatchesTheDefinition) {
+    // attention and attention_backward with an additive mask [1, 1, S, S] (one for every head)
+    // as their last input, against softmax(scale * q k^T + mask) v and its gradients in fp64.
+    const int64_t H = 2, S = 40, D = 16;
+    const float scale = 0.25f;
+    const DType dt = DType::f32;
+    Graph g;
+    const int q = g.add_input(dt, {1, H, S, D}), k = g.add_input(dt, {1, H, S, D}), v = g.add_input(dt, {1, H, S, D});
+    const int grad_o = g.add_input(dt, {1, H, S, D}), mask = g.add_input(dt, {1, 1, S, S});
+    compiler::Node fwd;
+    fwd.op = Op::attention;
+    fwd.inputs = {q, k, v, mask};
+    fwd.f0 = scale;
+    const int f = g.add_node(fwd, {{dt, {1, H, S, D}}, {DType::f32, {1, H, S}}});
+    const int o = g.nodes[f].outputs[0], lse = g.nodes[f].outputs[1];
+    compiler::Node bwd;
+    bwd.op = Op::attention_backward;
+    bwd.inputs = {grad_o, q, k, v, o, lse, mask};
+    bwd.f0 = scale;
+    const int b = g.add_node(bwd, {{dt, {1, H, S, D}}, {dt, {1, H, S, D}}, {dt, {1, H, S, D}}});
+    g.set_outputs({o, g.nodes[b].outputs[0], g.nodes[b].outputs[1], g.nodes[b].outputs[2]});
+    std::vector<std::vector<float>> in;
+    for (int t = 0; t < 4; ++t) in.push_back(random_values(H * S * D, 60 + t, -1.0f, 1.0f));
+    in.push_back(random_values(S * S, 70, -3.0f, 1.0f));
+    CompiledRunner r;
+    const auto got = r.run(g, in);
+
+    std::vector<std::vector<double>> want(4, std::vector<double>(H * S * D, 0.0));
+    auto at = [&](int64_t h, int64_t i, int64_t d) { return (h * S + i) * D + d; };
+    for (int64_t h = 0; h < H; ++h) {
+        std::vector<double> p(S * S), dp(S * S);
+        for (int64_t i = 0; i < S; ++i) {
+            double mx = -1e300;
+            for (int64_t j = 0; j < S; ++j) {
+                double s = 0;
+                for (int64_t d = 0; d < D; ++d) s += double(in[0][at(h, i, d)]) * in[1][at(h, j, d)];
+                p[i * S + j] = scale * s + in[4][i * S + j];
+                mx = std::max(mx, p[i * S + j]);
+            }
+            double sum = 0;
+            for (int64_t j = 0; j < S; ++j) sum += (p[i * S + j] = std::exp(p[i * S + j] - mx));
+            for (int64_t j = 0; j < S; ++j) p[i * S + j] /= sum;
+            for (int64_t d = 0; d < D; ++d)
+                for (int64_t j = 0; j < S; ++j) want[0][at(h, i, d)] += p[i * S + j] * in[2][at(h, j, d)];
+        }
+        for (int64_t i = 0; i < S; ++i) {
+            double delta = 0;
+            for (int64_t d = 0; d < D; ++d) delta += double(in[3][at(h, i, d)]) * want[0][at(h, i, d)];
+            for (int64_t j = 0; j < S; ++j) {
+                double g_v = 0;
+                for (int64_t d = 0; d < D; ++d) g_v += double(in[3][at(h, i, d)]) * in[2][at(h, j, d)];
+                dp[i * S + j] = p[i * S + j] * (g_v - delta) * scale;   // d(loss)/d(q k^T)
+            }
+        }
+        for (int64_t i = 0; i < S; ++i)
+            for (int64_t j = 0; j < S; ++j)
+                for (int64_t d = 0; d < D; ++d) {
+                    want[1][at(h, i, d)] += dp[i * S + j] * in[1][at(h, j, d)];
+                    want[2][at(h, j, d)] += dp[i * S + j] * in[0][at(h, i, d)];
+                    want[3][at(h, j, d)] += p[i * S + j] * in[3][at(h, i, d)];
+                }
+    }
+    const char* names[] = {"out", "grad_q", "grad_k", "grad_v"};
+    for (int t = 0; t < 4; ++t)
+        expect_all_near(got[t], std::vector<float>(want[t].begin(), want[t].end()), 1e-5, 1e-4, names[t]);
+}
+
 }  // namespace
 }  // namespace trnsim::compiler_test

@@ -719,14 +719,23 @@ def _attention_handlers():
 
     @handles(torch.ops.trnsim.flash_attention.default)
     def _attention(t, node):
-        q, k, v, scale, causal = node.args
-        vids = t.add("attention", [t.ir(q), t.ir(k), t.ir(v)], _tuple_outs(node), i0=int(causal), f0=float(scale))
+        q, k, v, mask, scale, causal = node.args
+        inputs = [t.ir(q), t.ir(k), t.ir(v)]
+        if mask is not None:
+            if _meta(q).dim() != 4:
+                raise Unsupported("a mask with q/k/v other than 4-D")
+            inputs.append(t.ir(mask))
+        vids = t.add("attention", inputs, _tuple_outs(node), i0=int(causal), f0=float(scale))
         return keep_meta_layouts(t, node, vids)
 
     @handles(torch.ops.trnsim.flash_attention_backward.default)
     def _attention_backward(t, node):
-        *tensors, scale, causal = node.args
+        *tensors, mask, scale, causal = node.args
         ins, outs = [t.ir(x) for x in tensors], _tuple_outs(node)
+        if mask is not None:
+            if _meta(tensors[1]).dim() != 4:
+                raise Unsupported("a mask with q/k/v other than 4-D")
+            ins.append(t.ir(mask))
         cat = _concatenated_head_gradients(node)
         if cat is None:
             vids = t.add("attention_backward", ins, outs, i0=int(causal), f0=float(scale))
