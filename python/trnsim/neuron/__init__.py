@@ -295,6 +295,8 @@ def _register() -> None:
     torch._register_device_module("neuron", __import__(__name__, fromlist=["_"]))
     torch.utils.generate_methods_for_privateuse1_backend(
         for_tensor=True, for_module=True, for_storage=True)
+    from trnsim.neuron import dynamo_interface
+    dynamo_interface.install()
 
 
 if not hasattr(torch, "neuron"):
