@@ -37,8 +37,9 @@ def test_interface_is_the_device_runtime():
     assert torch.neuron.current_device() == last
     di.maybe_exchange_device(previous)
     assert torch.neuron.current_device() == previous
-    assert di.get_compute_capability() in torch.neuron.get_device_name()   # the chip, e.g. "trn2"
-    assert di.Worker.get_device_properties().total_memory == torch.neuron.mem_get_info()[1]
+    major, minor = torch.neuron.get_device_capability()
+    assert di.get_compute_capability() == major * 10 + minor
+    assert di.get_device_properties().total_memory == torch.neuron.get_device_properties().total_memory
     assert di.is_bf16_supported() and di.is_dtype_supported(torch.bfloat16)
     stream = di.Stream()
     assert isinstance(stream, torch.Stream) and stream.device.type == "neuron"

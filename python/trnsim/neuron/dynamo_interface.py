@@ -12,22 +12,11 @@ from __future__ import annotations
 import importlib.abc
 import importlib.util
 import sys
-from collections import namedtuple
 from typing import Any
 
 import torch
 
 _MODULE = "torch._dynamo.device_interface"
-
-NeuronDeviceProperties = namedtuple("NeuronDeviceProperties", ["name", "total_memory"])
-
-
-def _properties(device: Any = None):
-    neuron = torch.neuron
-    if hasattr(neuron, "get_device_properties"):
-        return neuron.get_device_properties(device)
-    return NeuronDeviceProperties(neuron.get_device_name(device), neuron.mem_get_info(device)[1])
-
 
 def _interface_class(base: type) -> type:
     from trnsim import _C
@@ -50,7 +39,7 @@ def _interface_class(base: type) -> type:
 
             @staticmethod
             def get_device_properties(device: Any = None):
-                return _properties(device)
+                return neuron.get_device_properties(device)
 
         current_device = staticmethod(neuron.current_device)
         set_device = staticmethod(neuron.set_device)
@@ -79,8 +68,9 @@ def _interface_class(base: type) -> type:
             return neuron.current_stream(device_idx).stream_id
 
         @staticmethod
-        def get_compute_capability(device: Any = None) -> str:
-            return _C._chip_name()   # the chip preset (trn1, trn2, trn3 or a YAML file's name)
+        def get_compute_capability(device: Any = None) -> int:
+            major, minor = neuron.get_device_capability(device)   # as CUDA's: major * 10 + minor
+            return major * 10 + minor
 
         @staticmethod
         def is_bf16_supported(including_emulation: bool = False) -> bool:
