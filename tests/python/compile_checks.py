@@ -27,10 +27,8 @@ def _to(value, device):
 
 def training_step(model: torch.nn.Module, inputs: dict[str, Any], loss_of: Callable, device, compiled: bool):
     """Loss and parameter gradients (on the CPU) of loss_of(model(**inputs)).backward(), the
-    model moved to device (tied weights re-tied where the model knows how)."""
+    model moved to device."""
     model = copy.deepcopy(model).to(device)
-    if hasattr(model, "tie_weights"):
-        model.tie_weights()
     fn = torch.compile(model, backend="neuron") if compiled else model
     loss = loss_of(fn(**_to(inputs, device)))
     loss.backward()
