@@ -45,6 +45,16 @@ struct OpError : std::runtime_error {
     using std::runtime_error::runtime_error;
 };
 
+// A kernel asking for a dense copy of launch argument 'arg': its strides (a broadcast, a view
+// with too many non-mergeable dims, a layout the kernel has no access pattern for) cannot be
+// read or written directly. The operation itself is supported: the PyTorch launch layer passes
+// a contiguous copy of that argument and builds again (copying it back if the kernel writes
+// it). Callers that cannot materialise see an OpError.
+struct NeedsDenseOperand : OpError {
+    NeedsDenseOperand(uint8_t arg, const std::string& what) : OpError(what), arg(arg) {}
+    uint8_t arg;
+};
+
 // A strided view (sizes/strides in elements, like ATen) of one launch argument. Kernels are
 // relocatable: they address HBM only through launch arguments (AccessPattern::arg), so one
 // cached Program serves every tensor with the same signature.

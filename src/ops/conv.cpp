@@ -289,7 +289,8 @@ void conv2d_patchify_backward(KernelBuilder& kb, const TensorDesc* grad_input, c
         // k = (ci, i, j) flattened is a contiguous range of grad_weight's inner dims.
         const auto& gws = grad_weight->strides;
         if (!(gws[3] == 1 && gws[2] == c.kw && gws[1] == c.kh * c.kw))
-            fail(op, "grad_weight " + grad_weight->str() + " must be contiguous in its inner dims");
+            throw NeedsDenseOperand(grad_weight->arg, op + ": grad_weight " + grad_weight->str() +
+                                                          " is not contiguous in its inner dims");
         // grad_W[co, k] = sum_p grad_out[co, p] X[k, p]: contraction over positions, which go on
         // partitions: blocks of up to 128 positions of one output row (wo along partitions).
         std::vector<PosBlock> rows_blocks;

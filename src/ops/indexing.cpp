@@ -56,7 +56,9 @@ Inner inner_dims(const std::string& op, const TensorDesc& a, const TensorDesc& b
         in.strides_a = {1};
         in.strides_b = {1};
     }
-    if (static_cast<int>(in.sizes.size()) > max_dims) fail(op, "views with more than 3 non-mergeable inner dims");
+    if (static_cast<int>(in.sizes.size()) > max_dims)
+        throw NeedsDenseOperand(a.is_contiguous() ? b.arg : a.arg, op + ": views with more than " +
+                                std::to_string(max_dims) + " non-mergeable inner dims");
     return in;
 }
 
@@ -190,7 +192,8 @@ void embedding(KernelBuilder& kb, const TensorDesc& out, const TensorDesc& weigh
     if (weight.dim() != 2) fail(op, "weight " + weight.str() + " must be [num_embeddings, embedding_dim]");
     if (out.dim() != indices.dim() + 1 || out.sizes.back() != weight.sizes[1])
         fail(op, "out " + out.str() + " must be indices' shape + [embedding_dim]");
-    if (!indices.is_contiguous() || !out.is_contiguous()) fail(op, "indices and out must be contiguous");
+    for (const TensorDesc* t : {&indices, &out})
+        if (!t->is_contiguous()) throw NeedsDenseOperand(t->arg, op + ": " + t->str() + " is not contiguous");
     const int64_t n = indices.numel();
     TensorDesc idx = TensorDesc::contiguous(indices.arg, indices.dtype, {n});
     idx.offset = indices.offset;
@@ -203,7 +206,8 @@ void embedding_backward(KernelBuilder& kb, const TensorDesc& grad_weight, const 
                         const TensorDesc& indices, int64_t padding_idx) {
     const std::string op = "embedding_backward";
     if (grad_weight.dim() != 2) fail(op, "grad_weight " + grad_weight.str() + " must be 2-D");
-    if (!indices.is_contiguous() || !grad_out.is_contiguous()) fail(op, "indices and grad_out must be contiguous");
+    for (const TensorDesc* t : {&indices, &grad_out})
+        if (!t->is_contiguous()) throw NeedsDenseOperand(t->arg, op + ": " + t->str() + " is not contiguous");
     const int64_t n = indices.numel();
     if (grad_out.numel() != n * grad_weight.sizes[1]) fail(op, "grad_out " + grad_out.str() + " does not match indices");
     fill(kb, grad_weight, 0.0f);

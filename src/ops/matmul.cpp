@@ -117,14 +117,14 @@ struct Layout {
     bool transposed;
     int64_t ld, col;
 };
-Layout layout_of(const std::string& op, const char* name, int64_t R, int64_t C, int64_t rs, int64_t cs) {
+Layout layout_of(const std::string& op, const char* name, uint8_t arg, int64_t R, int64_t C, int64_t rs, int64_t cs) {
     Layout l;
     if (rs == 0 && R > 1) l = {true, C == 1 ? 1 : cs, 0};   // broadcast rows: columns of equal elements
     else if (cs == 1 || C == 1) l = {false, R == 1 ? 1 : rs, 1};
     else if (rs == 1 || R == 1) l = {true, cs, 1};
     else l = {false, rs, cs};
     if (l.ld == 0)
-        fail(op, std::string(name) + " is broadcast along both matrix dims; materialize it first");
+        throw NeedsDenseOperand(arg, op + ": " + name + " is broadcast along both matrix dims");
     return l;
 }
 
@@ -147,15 +147,15 @@ void emit(KernelBuilder& kb, const std::string& op, const Problem& p) {
     m.b_arg = p.b.arg;
     m.c_arg = p.c.arg;
     m.alpha = p.alpha;
-    const Layout la = layout_of(op, "a", p.M, p.K, p.a.row_stride, p.a.col_stride);
+    const Layout la = layout_of(op, "a", p.a.arg, p.M, p.K, p.a.row_stride, p.a.col_stride);
     m.a_transposed = la.transposed;
     m.lda = la.ld;
     m.a_col_stride = la.col;
-    const Layout lb = layout_of(op, "b", p.K, p.N, p.b.row_stride, p.b.col_stride);
+    const Layout lb = layout_of(op, "b", p.b.arg, p.K, p.N, p.b.row_stride, p.b.col_stride);
     m.b_transposed = lb.transposed;
     m.ldb = lb.ld;
     m.b_col_stride = lb.col;
-    const Layout lc = layout_of(op, "out", p.M, p.N, p.c.row_stride, p.c.col_stride);
+    const Layout lc = layout_of(op, "out", p.c.arg, p.M, p.N, p.c.row_stride, p.c.col_stride);
     if (lc.transposed) fail(op, "out rows overlap (stride-0 rows)");
     m.ldc = lc.ld;
     m.c_col_stride = lc.col;

@@ -197,7 +197,9 @@ void norm_forward(KernelBuilder& kb, const std::string& name, bool rms, const Te
     if (rs.space.numel() == 0) return;
     rs.nred = simplify(rs.space, true, rs.nred);
     check_no_overlap(name, rs.space, 0);
-    if (rs.nred > kMaxFreeDims) fail(name, "the normalized dims of " + in.str() + " need more than 4 access-pattern dims");
+    if (rs.nred > kMaxFreeDims)
+        throw NeedsDenseOperand(in.is_contiguous() ? out.arg : in.arg,
+                                name + ": the normalized dims of " + in.str() + " need more than 4 access-pattern dims");
     const uint64_t per_col = 2 * dtype_size(in.dtype) + 8 + 2 * dtype_size(out.dtype) +
                              (weight ? dtype_size(weight->dtype) : 0) + (bias ? dtype_size(bias->dtype) : 0);
     const uint32_t fmax = whole_row_budget(kb.chip(), per_col, rs.D);

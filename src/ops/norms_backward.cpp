@@ -262,7 +262,16 @@ void norm_backward(KernelBuilder& kb, const std::string& name, bool rms, const T
     }
     rs.nred = simplify(rs.space, true, rs.nred);
     if (grad_in) check_no_overlap(name, rs.space, 0);
-    if (rs.nred > kMaxFreeDims) fail(name, "the normalized dims of " + in.str() + " need more than 4 access-pattern dims");
+    if (rs.nred > kMaxFreeDims) {
+        const TensorDesc* strided = &in;
+        for (const TensorDesc* t : {&in, &grad_out, grad_in, addend})
+            if (t && !t->is_contiguous()) {
+                strided = t;
+                break;
+            }
+        throw NeedsDenseOperand(strided->arg, name + ": the normalized dims of " + strided->str() +
+                                                  " need more than 4 access-pattern dims");
+    }
     const uint64_t per_col = dtype_size(grad_out.dtype) * 2 + dtype_size(in.dtype) * 2 + 12 +
                              (grad_in ? dtype_size(grad_in->dtype) : 0) + (weight ? dtype_size(weight->dtype) : 0) +
                              (grad_weight ? 4 : 0) + (grad_bias ? 4 : 0) + (addend ? 2 * dtype_size(addend->dtype) : 0);

@@ -50,7 +50,7 @@ AccessPattern chunk_ap(const TensorDesc& t, const FlatChunk& c) {
 
 void check_flat(const std::string& op, const TensorDesc& t, const char* name, int64_t numel) {
     tiling::check_desc(op, t, name);
-    if (!t.is_contiguous()) fail(op, std::string(name) + " " + t.str() + " must be contiguous");
+    if (!t.is_contiguous()) throw NeedsDenseOperand(t.arg, op + ": " + name + " " + t.str() + " is not contiguous");
     if (!tiling::is_float(t.dtype)) fail(op, std::string(name) + " " + t.str() + " must be a float tensor");
     if (numel >= 0 && t.numel() != numel) fail(op, std::string(name) + " " + t.str() + " numel differs from the param's");
 }

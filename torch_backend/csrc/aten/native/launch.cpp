@@ -1,6 +1,7 @@
 #include "aten/native/launch.h"
 #include "aten/native/util.h"
 
+#include <ATen/ops/empty.h>
 #include <ATen/ops/from_blob.h>
 #include <c10/util/Exception.h>
 
@@ -22,6 +23,34 @@ struct LaunchTrace {
     bool enabled = false;
     std::vector<LaunchSlice> slices;
 };
+
+// Signatures whose kernel asked for a dense copy of an argument: key -> that argument.
+class DenseArgs {
+public:
+    std::optional<uint8_t> find(std::string_view key) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        auto it = args_.find(key);
+        if (it == args_.end()) return std::nullopt;
+        return it->second;
+    }
+    void remember(std::string key, uint8_t arg) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        args_.emplace(std::move(key), arg);
+    }
+
+private:
+    struct Hash {
+        using is_transparent = void;
+        size_t operator()(std::string_view s) const noexcept { return std::hash<std::string_view>{}(s); }
+    };
+    std::mutex mutex_;
+    std::unordered_map<std::string, uint8_t, Hash, std::equal_to<>> args_;
+};
+
+DenseArgs& dense_args() {
+    static auto* d = new DenseArgs();
+    return *d;
+}
 
 LaunchTrace& trace() {
     static auto* t = new LaunchTrace();
@@ -62,6 +91,8 @@ ops::TensorDesc desc_of(const at::Tensor& t, uint8_t arg) {
 }
 
 uint64_t address_of(Device& dev, const at::Tensor& t) {
+    // An empty argument may have no storage at all; the kernel reads none of its bytes.
+    if (t.numel() == 0 && t.storage().data() == nullptr) return 0;
     return dev.device_addr(t.storage().data()) + static_cast<uint64_t>(t.storage_offset()) * t.element_size();
 }
 
@@ -143,15 +174,52 @@ Launch& Launch::scalar(int64_t v) {
     return *this;
 }
 
-std::shared_ptr<const Program> Launch::cached() {
-    // Which arguments share a storage: one byte per pair that does.
+// Whether any two arguments share a storage: the key's last byte.
+void Launch::add_aliasing() {
     const size_t n = args_.size();
     uint8_t aliasing = 0;
     for (size_t i = 0; i < n; ++i)
         for (size_t j = i + 1; j < n; ++j)
             if (args_[i].tensor->storage().is_alias_of(args_[j].tensor->storage())) aliasing = 1;
     add_bytes(&aliasing, 1);
+}
+
+std::shared_ptr<const Program> Launch::cached() {
+    add_aliasing();
+    while (std::optional<uint8_t> arg = dense_args().find(std::string_view(key_.data(), key_.size())))
+        materialise(*arg);
     return shared_program_cache().find(std::string_view(key_.data(), key_.size()));
+}
+
+std::shared_ptr<const Program> Launch::densify(const NeedsDenseOperand& e) {
+    const bool known = e.arg >= 1 && e.arg <= args_.size();
+    bool again = false;
+    for (const Dense& d : dense_) again = again || d.arg == e.arg;
+    // A kernel that refuses a contiguous argument, or names none, is a kernel bug: say so.
+    TORCH_CHECK(known && !again, "trnsim: ", e.what());
+    dense_args().remember(std::string(key_.data(), key_.size()), e.arg);
+    key_.pop_back();   // the aliasing byte: cached() adds it again
+    return cached();
+}
+
+void Launch::materialise(uint8_t arg) {
+    Arg& a = args_[arg - 1];
+    const at::Tensor& t = *a.tensor;
+    // int64 travels as i32 low words: a contiguous copy in int32 is what the kernels read densely.
+    const c10::ScalarType dtype = t.scalar_type() == c10::kLong ? c10::kInt : t.scalar_type();
+    at::Tensor copy = at::empty(t.sizes(), t.options().dtype(dtype));
+    copy.copy_(t);   // outputs too: in-place kernels read what they write
+    dense_.push_back({arg, a.tensor, std::move(copy)});
+    a.tensor = &dense_.back().copy;
+    key_.pop_back();
+    const uint8_t marker[2] = {0xff, arg};
+    add_bytes(marker, 2);
+    add_aliasing();
+}
+
+void Launch::write_back_dense() {
+    for (auto it = dense_.rbegin(); it != dense_.rend(); ++it)
+        if (args_[it->arg - 1].is_output) it->original->copy_(it->copy);
 }
 
 Descs Launch::descs() const {

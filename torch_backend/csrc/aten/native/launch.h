@@ -24,11 +24,19 @@
 // low words from the kernel and its high words zeroed by a second kernel.
 // Integer arithmetic on int64 tensors is not offered natively: those operators
 // run on the CPU (the fallback, counted).
+//
+// Strides a kernel cannot address: a kernel that has no access pattern for an
+// argument's strides (NeedsDenseOperand: a matrix broadcast along both dims, a
+// view with too many non-mergeable dims, ...) gets a contiguous copy of that
+// argument instead, made by the copy kernel, and the call is built again; a
+// written argument is copied back after the launch. The signature remembers it,
+// so later calls copy first and find the Program in the cache.
 #pragma once
 #include <ATen/core/Tensor.h>
 #include <c10/util/SmallVector.h>
 
 #include <cstdint>
+#include <list>
 #include <memory>
 #include <optional>
 #include <string_view>
@@ -65,13 +73,19 @@ public:
     void run(Build&& build) {
         if (empty_output_) return;
         std::shared_ptr<const Program> prog = cached();
-        if (!prog) {
+        while (!prog) {
             Descs d = descs();
             KernelBuilder kb = builder();
-            build(kb, const_cast<const Descs&>(d));
+            try {
+                build(kb, const_cast<const Descs&>(d));
+            } catch (const NeedsDenseOperand& e) {
+                prog = densify(e);
+                continue;
+            }
             prog = insert(kb);
         }
         launch(*prog);
+        write_back_dense();
     }
 
 private:
@@ -80,7 +94,13 @@ private:
         bool is_output;
     };
     void add_bytes(const void* p, size_t n);
+    void add_aliasing();
     std::shared_ptr<const Program> cached();
+    // Remembers that this signature needs argument e.arg dense, replaces it; the Program of
+    // the new signature if one is cached.
+    std::shared_ptr<const Program> densify(const NeedsDenseOperand& e);
+    void materialise(uint8_t arg);
+    void write_back_dense();
     Descs descs() const;
     KernelBuilder builder() const;
     std::shared_ptr<const Program> insert(KernelBuilder& kb);
@@ -90,6 +110,12 @@ private:
     c10::SmallVector<Arg, 6> args_;
     c10::SmallVector<char, 256> key_;
     bool empty_output_ = false;
+    struct Dense {
+        uint8_t arg;
+        const at::Tensor* original;
+        at::Tensor copy;
+    };
+    std::list<Dense> dense_;   // stable addresses: args_ point at the copies
 };
 
 // Number of Programs in the kernel cache (the runtime's shared ProgramCache).
