@@ -4,11 +4,13 @@
 #include <ATen/native/transformers/attention.h>
 #include <ATen/native/transformers/sdp_utils_cpp.h>
 #include <ATen/ATen.h>
+#include <ATen/ExpandUtils.h>
 #include <ATen/native/Resize.h>
 #include <c10/util/irange.h>
 #include <torch/library.h>
 
 #include <cmath>
+#include <limits>
 
 #include "aten/native/launch.h"
 #include "aten/native/util.h"
@@ -42,6 +44,15 @@ double sdpa_scale(const at::Tensor& q, std::optional<double> scale) {
     return scale.value_or(1.0 / std::sqrt(static_cast<double>(q.size(-1))));
 }
 
+// The query rows a mask hides every key from ([.., Sq], broadcast to [B, H, Sq]): a boolean
+// mask without a True in the row, or an additive one that is -inf across it. (A causal mask
+// always leaves key 0 visible.)
+at::Tensor fully_masked_rows(const at::Tensor& mask, at::IntArrayRef lse_sizes) {
+    at::Tensor best = mask.scalar_type() == c10::kBool ? mask.to(c10::kFloat).amax(-1).eq(0.0)
+                                                       : mask.amax(-1).eq(-std::numeric_limits<double>::infinity());
+    return best.expand(lse_sizes);
+}
+
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, c10::SymInt, c10::SymInt, at::Tensor, at::Tensor, at::Tensor>
 sdpa_forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const std::optional<at::Tensor>& mask,
              double dropout_p, bool is_causal, bool return_debug_mask, std::optional<double> scale) {
@@ -63,8 +74,34 @@ sdpa_forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, cons
     l.run([&](KernelBuilder& kb, const Descs& d) {
         ops::sdpa_forward(kb, d[0], d[1], d[2], d[3], d[4], m ? &d[5] : nullptr, is_causal, float(s));
     });
+    // A row that sees no key gives zeros, as PyTorch's kernels give, where the online softmax
+    // gives 0/0; its lse is +inf, so that the backward's probabilities exp(s - lse) are zeros.
+    if (m) {
+        at::Tensor dead = fully_masked_rows(*m, lse.sizes());
+        out.masked_fill_(dead.unsqueeze(-1), 0.0);
+        lse.masked_fill_(dead, std::numeric_limits<double>::infinity());
+    }
     return {out, lse, at::Tensor(), at::Tensor(), c10::SymInt(q.size(2)), c10::SymInt(k.size(2)),
             at::Tensor(), at::Tensor(), at::Tensor()};
+}
+
+// The additive mask's gradient: the gradient of the scores, dS = P * (dO V^T - rowsum(dO * O))
+// with P = exp(scale * Q K^T + mask - lse) recomputed, summed over the dims the mask
+// broadcasts along. Composed of native operators ([B, H, Sq, Skv] in HBM, as PyTorch's math
+// backward holds it).
+at::Tensor mask_gradient(const at::Tensor& grad_out, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                         const at::Tensor& mask, const at::Tensor& out, const at::Tensor& lse, bool is_causal,
+                         double scale) {
+    auto f32 = [](const at::Tensor& t) { return t.to(c10::kFloat); };
+    at::Tensor scores = at::matmul(f32(q), f32(k).transpose(-2, -1)).mul_(scale).add_(mask);
+    if (is_causal) {
+        at::Tensor hidden = at::ones({q.size(2), k.size(2)}, at::TensorOptions().dtype(c10::kBool)).triu_(1);
+        scores.masked_fill_(hidden.to(q.device()), -std::numeric_limits<double>::infinity());
+    }
+    at::Tensor p = scores.sub_(lse.unsqueeze(-1)).exp_();
+    at::Tensor row = (f32(grad_out) * f32(out)).sum(-1, /*keepdim=*/true);
+    at::Tensor ds = p.mul_(at::matmul(f32(grad_out), f32(v).transpose(-2, -1)).sub_(row));
+    return at::sum_to(ds, mask.sizes()).to(mask.scalar_type());
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> sdpa_backward(
@@ -74,8 +111,6 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> sdpa_backward(
     double dropout_p, bool is_causal, const at::Tensor& /*philox_seed*/, const at::Tensor& /*philox_offset*/,
     std::optional<double> scale) {
     TORCH_CHECK(dropout_p == 0.0, "trnsim: the neuron attention kernel has no dropout");
-    TORCH_CHECK(!grad_input_mask[3] || !attn_bias.defined(),
-                "trnsim: the neuron attention kernel does not compute the attention mask's gradient");
     const double s = sdpa_scale(q, scale);
     const at::Tensor* m = attn_bias.defined() ? &attn_bias : nullptr;
     at::Tensor gq = at::empty(q.sizes(), q.options());
@@ -98,8 +133,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> sdpa_backward(
         ops::sdpa_backward(kb, d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7], d[8], m ? &d[9] : nullptr, is_causal,
                            float(s));
     });
+    at::Tensor grad_mask;
+    if (grad_input_mask[3] && m) grad_mask = mask_gradient(grad_out, q, k, v, *m, out, lse, is_causal, s);
     return {grad_input_mask[0] ? gq : at::Tensor(), grad_input_mask[1] ? gk : at::Tensor(),
-            grad_input_mask[2] ? gv : at::Tensor(), at::Tensor()};
+            grad_input_mask[2] ? gv : at::Tensor(), grad_mask};
 }
 
 
