@@ -11,6 +11,7 @@
 // the same; but it computes no values, and the host buffers it copies to the
 // device stay uninitialized (never touched, so they take no host memory).
 #include <ATen/ATen.h>
+#include <ATen/native/Resize.h>
 #include <ATen/core/DistributionsHelper.h>
 #include <ATen/core/PhiloxRNGEngine.h>
 #include <c10/util/irange.h>
@@ -20,6 +21,7 @@
 #include <limits>
 #include <mutex>
 
+#include "aten/native/random_draws.h"
 #include "runtime/devices.h"
 #include "runtime/generator.h"
 #include "runtime/streams.h"
@@ -27,70 +29,7 @@
 namespace trnsim::neuron {
 namespace {
 
-NeuronGenerator* generator_for(const std::optional<at::Generator>& gen, const at::Tensor& self) {
-    return at::get_generator_or_default<NeuronGenerator>(gen, default_generator(self.device().index()));
-}
-
-// A run of 32-bit Philox words reserved from a generator for one op.
-class PhiloxWords {
-public:
-    PhiloxWords(NeuronGenerator* gen, uint64_t words) : engine_(0, 0, 0) {
-        std::lock_guard<std::mutex> lock(gen->mutex_);
-        uint64_t first = gen->reserve_blocks((words + 3) / 4);
-        engine_ = at::Philox4_32(gen->current_seed(), 0, first);
-    }
-    uint32_t next() { return engine_(); }
-    // Uniform in [0, 1) with 24 (float) or 53 (double) random bits.
-    double uniform(bool wide) {
-        if (!wide) return (next() >> 8) * (1.0 / (1u << 24));
-        uint64_t hi = next(), lo = next();
-        return ((hi << 32 | lo) >> 11) * (1.0 / (1ull << 53));
-    }
-
-private:
-    at::Philox4_32 engine_;
-};
-
-bool wide(const at::Tensor& t) { return t.scalar_type() == at::kDouble; }
-
-// Host staging buffer in the precision the values are computed in.
-at::Tensor host_buffer(const at::Tensor& like, at::ScalarType dtype) {
-    return at::empty(like.sizes(), at::TensorOptions().dtype(dtype).device(at::kCPU));
-}
-
-// Timing-only mode: the host-to-device copy that stands for writing self's values, from an
-// uninitialized host buffer of self's dtype (so the copy converts nothing on the host).
-at::Tensor& write_without_values(at::Tensor& self) {
-    self.copy_(at::empty(self.sizes(), self.options().device(at::kCPU)));
-    return self;
-}
-
-// A tensor's values on the host in 'dtype'. Timing-only mode: a device tensor's read costs
-// the device time of its transfer and yields an uninitialized host tensor.
-at::Tensor to_host(const at::Tensor& t, at::ScalarType dtype) {
-    if (!timing_only() || t.is_cpu()) return t.to(at::kCPU, dtype);
-    at::Tensor dense = t.contiguous();
-    run_on_current_stream(t.device().index(),
-                          [&](Device& d) { d.charge_copy_to_host(dense.numel() * dense.element_size()); });
-    return at::empty(t.sizes(), t.options().device(at::kCPU).dtype(dtype));
-}
-
-template <class Fn>
-at::Tensor& fill_from_host(at::Tensor& self, at::ScalarType dtype, Fn&& fill_one) {
-    if (timing_only()) return write_without_values(self);
-    at::Tensor host = host_buffer(self, dtype);
-    AT_DISPATCH_FLOATING_TYPES_AND(at::kLong, dtype, "trnsim_random_fill", [&] {
-        scalar_t* out = host.data_ptr<scalar_t>();
-        for (int64_t i = 0, n = host.numel(); i < n; ++i) out[i] = static_cast<scalar_t>(fill_one(i));
-    });
-    self.copy_(host);
-    return self;
-}
-
-void check_floating(const at::Tensor& self, const char* op) {
-    TORCH_CHECK(at::isFloatingType(self.scalar_type()), "trnsim: ", op,
-                " expects a floating-point tensor, got ", self.scalar_type());
-}
+using namespace random_detail;
 
 at::Tensor& uniform_(at::Tensor& self, double from, double to, std::optional<at::Generator> gen) {
     check_floating(self, "uniform_");
@@ -224,6 +163,57 @@ at::Tensor& exponential_(at::Tensor& self, double lambda, std::optional<at::Gene
                           [&](int64_t) { return -std::log1p(-words.uniform(w)) / lambda; });
 }
 
+// Geometric on {1, 2, ...}: the number of Bernoulli(p) trials to the first success,
+// ceil(log(1 - u) / log(1 - p)).
+at::Tensor& geometric_(at::Tensor& self, double p, std::optional<at::Generator> gen) {
+    TORCH_CHECK(0 < p && p < 1, "geometric_ expects p to be in (0, 1), but got p=", p);
+    PhiloxWords words(generator_for(gen, self), self.numel() * 2);
+    const bool floating = at::isFloatingType(self.scalar_type());
+    return fill_from_host(self, floating ? at::kDouble : at::kLong, [&](int64_t) {
+        return std::max(1.0, std::ceil(std::log1p(-words.uniform(true)) / std::log1p(-p)));
+    });
+}
+
+at::Tensor& log_normal_(at::Tensor& self, double mean, double std, std::optional<at::Generator> gen) {
+    check_floating(self, "log_normal_");
+    TORCH_CHECK(std > 0.0, "log_normal_ expects std > 0.0, but found std=", std);
+    if (timing_only()) {
+        PhiloxWords words(generator_for(gen, self), self.numel() * (wide(self) ? 4 : 2));   // as standard_normal
+        return write_without_values(self);
+    }
+    at::Tensor z = standard_normal(self, generator_for(gen, self), self.scalar_type());
+    self.copy_(z.mul_(std).add_(mean).exp_());
+    return self;
+}
+
+at::Tensor& cauchy_(at::Tensor& self, double median, double sigma, std::optional<at::Generator> gen) {
+    check_floating(self, "cauchy_");
+    TORCH_CHECK(sigma > 0.0, "cauchy_ expects sigma > 0.0, but found sigma=", sigma);
+    bool w = wide(self);
+    PhiloxWords words(generator_for(gen, self), self.numel() * (w ? 2 : 1));
+    return fill_from_host(self, w ? at::kDouble : at::kFloat,
+                          [&](int64_t) { return median + sigma * std::tan(M_PI * (words.uniform(w) - 0.5)); });
+}
+
+// The out= forms of normal: the functional result, written to out (resized as ATen does).
+at::Tensor& into(at::Tensor& out, const at::Tensor& result) {
+    at::native::resize_output(out, result.sizes());
+    out.copy_(result);
+    return out;
+}
+at::Tensor& normal_tensor_tensor_out(const at::Tensor& mean, const at::Tensor& std, std::optional<at::Generator> gen,
+                                     at::Tensor& out) {
+    return into(out, normal_tensor_tensor(mean, std, gen));
+}
+at::Tensor& normal_tensor_float_out(const at::Tensor& mean, double std, std::optional<at::Generator> gen,
+                                    at::Tensor& out) {
+    return into(out, normal_tensor_float(mean, std, gen));
+}
+at::Tensor& normal_float_tensor_out(double mean, const at::Tensor& std, std::optional<at::Generator> gen,
+                                    at::Tensor& out) {
+    return into(out, normal_float_tensor(mean, std, gen));
+}
+
 std::tuple<at::Tensor, at::Tensor> native_dropout(const at::Tensor& input, double p,
                                                   std::optional<bool> train) {
     if (train.has_value() && !*train) {
@@ -269,6 +259,12 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     m.impl("random_.to", random_to_);
     m.impl("random_.from", random_from_);
     m.impl("exponential_", exponential_);
+    m.impl("geometric_", geometric_);
+    m.impl("log_normal_", log_normal_);
+    m.impl("cauchy_", cauchy_);
+    m.impl("normal.Tensor_Tensor_out", normal_tensor_tensor_out);
+    m.impl("normal.Tensor_float_out", normal_tensor_float_out);
+    m.impl("normal.float_Tensor_out", normal_float_tensor_out);
     m.impl("native_dropout", native_dropout);
     m.impl("randperm.generator_out", randperm_out);
 }
