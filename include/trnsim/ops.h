@@ -30,6 +30,7 @@
 #include "trnsim/ops/optim.h"
 #include "trnsim/ops/pointwise.h"
 #include "trnsim/ops/reductions.h"
+#include "trnsim/ops/rnn.h"
 #include "trnsim/ops/softmax.h"
 
 namespace trnsim::ops {
