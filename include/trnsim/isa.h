@@ -43,7 +43,7 @@ constexpr uint32_t kMaxSemaphores = 256;
 
 // ---------------------------------------------------------------- enums
 enum class Opcode : uint8_t {
-#define ISA_INSTR(name, engines, nsrc, writes_acc, summary) name,
+#define ISA_INSTR(name, ...) name,
 #include "trnsim/instructions.def"
 #undef ISA_INSTR
     count_,
@@ -75,12 +75,75 @@ const char* alu_op_name(AluOp op);
 const char* reduce_op_name(ReduceOp op);
 const char* mem_space_name(MemSpace s);
 
+// ---------------------------------------------------------------- the operand model
+// Every instruction names its operands by slot; instructions.def declares, per opcode, which
+// slots it uses, whether each is read, written or both, the flag that enables an optional slot,
+// and the memories the slot may reach. Validation, hazard tracking, relocation, the
+// disassembler, the cost model's access overheads and the timing model's port and PSUM
+// bookkeeping all walk that one declaration (for_each_operand), never a per-opcode list.
+enum class OperandSlot : uint8_t { dst, src0, src1, src2, acc, count_ };
+const char* operand_slot_name(OperandSlot s);
+
+constexpr uint32_t MEM_HBM = 1u << 0;
+constexpr uint32_t MEM_SBUF = 1u << 1;
+constexpr uint32_t MEM_PSUM = 1u << 2;
+constexpr uint32_t MEM_ONCHIP = MEM_SBUF | MEM_PSUM;
+constexpr uint32_t mem_bit(MemSpace s) { return 1u << static_cast<uint32_t>(s); }
+
+// When a slot is read or written: never (0), always, when the instruction has a reduce op, or
+// when any of the given F_* flag bits is set.
+constexpr uint32_t WHEN_NEVER = 0;
+constexpr uint32_t WHEN_ALWAYS = 1u << 31;
+constexpr uint32_t WHEN_REDUCE = 1u << 30;
+
+struct OperandInfo {
+    OperandSlot slot;
+    uint32_t reads_when;    // WHEN_* or F_* bits
+    uint32_t writes_when;
+    uint32_t memories;      // MEM_* bits the slot may reach (engines narrow it further)
+    const char* role;       // what the operand is ("stationary", "indices"), "" for plain data
+};
+
+// Useful work the profiler counts (instruction_flops).
+enum class WorkKind : uint8_t {
+    none,             // data movement, barriers
+    matmul,           // 2*K*M*N
+    per_output,       // one operation per output element
+    per_output_stage, // one per output element and ALU stage (tensor_scalar's two ops)
+    per_input,        // one comparison or reduction step per input element
+};
+
+// The cost formula family (cost_model.cpp); compute_cost_ps and dma_cost switch over it.
+enum class CostKind : uint8_t {
+    none,            // barriers: no engine time
+    dma_copy,        // fixed latency + bytes at the descriptor-efficiency-scaled queue rate
+    dma_transpose,   // the DMA element shuffle at its published fraction of the queue rate
+    dma_indirect,    // one descriptor per table row (gather / scatter-add)
+    matmul,          // TensorE: max(N_moving, MM_INIT) x fp32 passes / fp8 speedup
+    transpose,       // TensorE: max(P, min(64, F)); VectorE: like `stream`
+    stream,          // max(MIN_II, N)
+    stream_two_input,  // two tensor inputs: 2N (N from PSUM or for fast bf16), divide rate
+    stream_alu,      // one input through the ALU stages: bf16 fast mode, divide rate
+    stream_reduce,   // N over the reduced input, halved for 2-byte add/max
+    stream_fill,     // memset: halved for 2-byte zero fills
+    stream_two_pass, // select, tensor_tensor_scan: 2N
+    stream_data,     // max8, nc_find_index8: N, no MIN_II floor
+};
+
+constexpr int kMaxOperandSlots = static_cast<int>(OperandSlot::count_);
+
 struct OpcodeInfo {
     const char* name;
     uint32_t engines;     // ENG_* mask
-    int nsrc;
-    bool writes_acc;
+    WorkKind work;
+    CostKind cost;
     const char* summary;
+    int num_operands;
+    std::array<OperandInfo, kMaxOperandSlots> operands;
+
+    // The declaration of slot s, or nullptr if the opcode has no such operand.
+    const OperandInfo* operand(OperandSlot s) const;
+    bool reads(OperandSlot s) const;   // may read slot s (under some condition)
 };
 const OpcodeInfo& opcode_info(Opcode op);
 
@@ -112,6 +175,18 @@ struct AccessPattern {
     // Bytes of the longest contiguous run (what one DMA descriptor moves).
     uint64_t contiguous_bytes() const;
     bool valid() const { return partitions > 0; }
+
+    // Byte range [lo, hi) the pattern can touch, relative to its memory's origin (per partition
+    // for SBUF/PSUM; the partition stride included for HBM). Computed in 128 bits, so that no
+    // offset, stride or size, corrupt or not, overflows it.
+    __extension__ typedef __int128 WideInt;
+    struct ByteExtent {
+        WideInt lo, hi;
+    };
+    ByteExtent byte_extent() const;
+    // Whether the two patterns may touch a common byte: same memory, overlapping partitions
+    // (SBUF/PSUM) and overlapping byte extents. Conservative: strides are not intersected.
+    bool may_overlap(const AccessPattern& other) const;
 };
 
 // Builders for the common shapes.
@@ -202,6 +277,31 @@ struct Program {
 
 // Fills prog.arg_extent from the program's HBM operands that use arguments.
 void compute_arg_extents(Program& prog);
+
+// Operand slots of an instruction (see OperandSlot).
+const AccessPattern& operand(const Instruction& ins, OperandSlot s);
+AccessPattern& operand(Instruction& ins, OperandSlot s);
+
+// Whether the instruction, as configured by its flags and reduce op, reads / writes slot `d`.
+bool operand_reads(const Instruction& ins, const OperandInfo& d);
+bool operand_writes(const Instruction& ins, const OperandInfo& d);
+
+// Calls f(const OperandInfo&, const AccessPattern&) for every operand the instruction uses
+// (reads or writes), in declaration order. The opcode must be valid.
+template <typename F>
+void for_each_operand(const Instruction& ins, F&& f) {
+    const OpcodeInfo& info = opcode_info(ins.op);
+    for (int i = 0; i < info.num_operands; ++i) {
+        const OperandInfo& d = info.operands[i];
+        if (operand_reads(ins, d) || operand_writes(ins, d)) f(d, operand(ins, d.slot));
+    }
+}
+// Calls f(AccessPattern&) for every operand slot the opcode declares, used or not (relocation).
+template <typename F>
+void for_each_declared_operand(Instruction& ins, F&& f) {
+    const OpcodeInfo& info = opcode_info(ins.op);
+    for (int i = 0; i < info.num_operands; ++i) f(operand(ins, info.operands[i].slot));
+}
 
 // Whether the instruction writes its second destination 'acc' (a reduction result or indices).
 bool writes_acc(const Instruction& ins);

@@ -70,24 +70,37 @@ AccessPattern hbm_matrix_ap(uint64_t addr, DType dt, uint32_t rows, uint32_t col
     return ap;
 }
 
+AccessPattern::ByteExtent AccessPattern::byte_extent() const {
+    WideInt min_index = 0, max_index = 0;
+    auto add_dim = [&](uint64_t n, int64_t step) {
+        const WideInt span = static_cast<WideInt>(n == 0 ? 0 : n - 1) * step;
+        (span < 0 ? min_index : max_index) += span;
+    };
+    for (int k = 0; k < ndim && k < kMaxFreeDims; ++k) add_dim(size[k], stride[k]);
+    if (space == MemSpace::HBM) add_dim(partitions, partition_stride);
+    const WideInt esz = static_cast<WideInt>(dtype_size(dtype));
+    const WideInt base = static_cast<WideInt>(offset);
+    return {base + min_index * esz, base + (max_index + 1) * esz};
+}
+
+bool AccessPattern::may_overlap(const AccessPattern& other) const {
+    if (space != other.space) return false;
+    if (space != MemSpace::HBM && (start_partition + partitions <= other.start_partition ||
+                                   other.start_partition + other.partitions <= start_partition))
+        return false;
+    const ByteExtent a = byte_extent(), b = other.byte_extent();
+    return a.lo < b.hi && b.lo < a.hi;
+}
+
 void compute_arg_extents(Program& prog) {
     prog.arg_extent.clear();
-    auto visit = [&](const AccessPattern& ap) {
-        if (ap.space != MemSpace::HBM || ap.arg == 0 || ap.elems() == 0) return;
-        int64_t hi = 0;
-        for (int k = 0; k < ap.ndim; ++k)
-            if (ap.stride[k] > 0) hi += ap.stride[k] * (static_cast<int64_t>(ap.size[k]) - 1);
-        if (ap.partition_stride > 0) hi += ap.partition_stride * (static_cast<int64_t>(ap.partitions) - 1);
-        uint64_t end = ap.offset + static_cast<uint64_t>(hi + 1) * dtype_size(ap.dtype);
-        if (prog.arg_extent.size() < ap.arg) prog.arg_extent.resize(ap.arg, 0);
-        prog.arg_extent[ap.arg - 1] = std::max(prog.arg_extent[ap.arg - 1], end);
-    };
     for (const Instruction& ins : prog.instrs) {
-        visit(ins.dst);
-        visit(ins.src0);
-        visit(ins.src1);
-        visit(ins.src2);
-        visit(ins.acc);
+        for_each_operand(ins, [&](const OperandInfo&, const AccessPattern& ap) {
+            if (ap.space != MemSpace::HBM || ap.arg == 0 || ap.elems() == 0) return;
+            const uint64_t end = static_cast<uint64_t>(ap.byte_extent().hi);
+            if (prog.arg_extent.size() < ap.arg) prog.arg_extent.resize(ap.arg, 0);
+            prog.arg_extent[ap.arg - 1] = std::max(prog.arg_extent[ap.arg - 1], end);
+        });
     }
 }
 

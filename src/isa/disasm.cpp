@@ -49,76 +49,79 @@ std::string affine_text(const Affine& a, int ndim) {
     return os.str();
 }
 
-// A scalar operand: the per-partition AP when its flag is set, else the immediate.
-std::string scalar_text(bool from_ap, const AccessPattern& ap, float imm) {
-    if (from_ap) return ap_text(ap);
+std::string num_text(float v) {
     std::ostringstream os;
-    os << imm;
+    os << v;
     return os.str();
 }
 
-void write_operands(std::ostringstream& os, const Instruction& ins) {
-    const bool ap1 = ins.flags & F_SCALE_AP, ap2 = ins.flags & F_BIAS_AP;
+// The instruction's own fields (functions, ALU ops, immediates an operand flag does not
+// replace), after its name. Operands come after, from the operand table.
+void write_fields(std::ostringstream& os, const Instruction& ins) {
+    const auto flag = [&](uint32_t f) { return (ins.flags & f) != 0; };
     switch (ins.op) {
+        case Opcode::nc_matmul:
+            if (flag(F_ACCUMULATE)) os << " accumulate";
+            return;
+        case Opcode::activation:
+            os << " " << func_text(ins.func);
+            if (!flag(F_SCALE_AP)) os << " scale=" << num_text(ins.imm0);
+            if (!flag(F_BIAS_AP)) os << " bias=" << num_text(ins.imm1);
+            if (ins.reduce != ReduceOp::none) os << " reduce=" << reduce_text(ins.reduce);
+            return;
+        case Opcode::tensor_tensor: os << " " << alu_text(ins.alu0); return;
+        case Opcode::tensor_scalar:
+            os << " op0=" << alu_text(ins.alu0);
+            if (!flag(F_S0_AP)) os << " s0=" << num_text(ins.imm0);
+            if (flag(F_REVERSE0)) os << " reverse0";
+            if (ins.alu1 != AluOp::bypass) {
+                os << " op1=" << alu_text(ins.alu1);
+                if (!flag(F_S1_AP)) os << " s1=" << num_text(ins.imm1);
+                if (flag(F_REVERSE1)) os << " reverse1";
+            }
+            return;
+        case Opcode::tensor_tensor_scan:
+            os << " op0=" << alu_text(ins.alu0) << " op1=" << alu_text(ins.alu1);
+            if (!flag(F_S1_AP)) os << " initial=" << num_text(ins.imm0);
+            return;
+        case Opcode::tensor_reduce: os << " " << reduce_text(ins.reduce) << " dims=" << int(ins.reduce_ndim); return;
+        case Opcode::memset: os << " value=" << num_text(ins.imm0); return;
+        case Opcode::iota: os << " " << affine_text(ins.affine, ins.dst.ndim); return;
+        case Opcode::affine_select:
+            os << " " << affine_text(ins.affine, ins.dst.ndim) << " " << alu_text(ins.alu0) << " 0 else="
+               << num_text(ins.imm0);
+            return;
+        case Opcode::select:
+            if (!flag(F_S1_AP)) os << " else=" << num_text(ins.imm0);
+            return;
+        case Opcode::nc_match_replace8: os << " replace=" << num_text(ins.imm0); return;
         case Opcode::dma_copy:
         case Opcode::dma_transpose:
         case Opcode::nc_transpose:
-        case Opcode::tensor_copy: os << " " << ap_text(ins.dst) << " <- " << ap_text(ins.src0); break;
+        case Opcode::tensor_copy:
         case Opcode::dma_gather:
         case Opcode::dma_scatter_add:
-            os << " " << ap_text(ins.dst) << (ins.op == Opcode::dma_gather ? " <- " : " += ") << ap_text(ins.src0)
-               << " indices " << ap_text(ins.src1);
-            break;
-        case Opcode::nc_matmul:
-            os << " " << ap_text(ins.dst) << " <- " << ap_text(ins.src0) << ", " << ap_text(ins.src1);
-            if (ins.flags & F_ACCUMULATE) os << " accumulate";
-            break;
-        case Opcode::activation:
-            os << " " << func_text(ins.func) << " " << ap_text(ins.dst) << " <- " << ap_text(ins.src0)
-               << " scale=" << scalar_text(ap1, ins.src1, ins.imm0)
-               << " bias=" << scalar_text(ap2, ins.src2, ins.imm1);
-            if (ins.reduce != ReduceOp::none)
-                os << " reduce=" << reduce_text(ins.reduce) << " acc=" << ap_text(ins.acc);
-            break;
-        case Opcode::tensor_tensor:
-            os << " " << alu_text(ins.alu0) << " " << ap_text(ins.dst) << " <- " << ap_text(ins.src0) << ", "
-               << ap_text(ins.src1);
-            break;
-        case Opcode::tensor_scalar:
-            os << " " << ap_text(ins.dst) << " <- " << ap_text(ins.src0) << " op0=" << alu_text(ins.alu0)
-               << " s0=" << scalar_text(ins.flags & F_S0_AP, ins.src1, ins.imm0);
-            if (ins.flags & F_REVERSE0) os << " reverse0";
-            if (ins.alu1 != AluOp::bypass) {
-                os << " op1=" << alu_text(ins.alu1) << " s1=" << scalar_text(ins.flags & F_S1_AP, ins.src2, ins.imm1);
-                if (ins.flags & F_REVERSE1) os << " reverse1";
-            }
-            break;
-        case Opcode::tensor_reduce:
-            os << " " << reduce_text(ins.reduce) << " dims=" << int(ins.reduce_ndim) << " " << ap_text(ins.dst)
-               << " <- " << ap_text(ins.src0);
-            break;
-        case Opcode::memset: os << " " << ap_text(ins.dst) << " <- " << ins.imm0; break;
-        case Opcode::iota: os << " " << ap_text(ins.dst) << " <- " << affine_text(ins.affine, ins.dst.ndim); break;
-        case Opcode::affine_select:
-            os << " " << ap_text(ins.dst) << " <- " << affine_text(ins.affine, ins.dst.ndim) << " "
-               << alu_text(ins.alu0) << " 0 ? " << ap_text(ins.src0) << " : " << ins.imm0;
-            break;
-        case Opcode::select:
-            os << " " << ap_text(ins.dst) << " <- " << ap_text(ins.src0) << " ? " << ap_text(ins.src1) << " : "
-               << scalar_text(ins.flags & F_S1_AP, ins.src2, ins.imm0);
-            break;
-        case Opcode::max8: os << " " << ap_text(ins.dst) << " <- " << ap_text(ins.src0); break;
+        case Opcode::max8:
         case Opcode::nc_find_index8:
-            os << " " << ap_text(ins.dst) << " <- " << ap_text(ins.src0) << " values " << ap_text(ins.src1);
-            break;
-        case Opcode::nc_match_replace8:
-            os << " " << ap_text(ins.dst) << " <- " << ap_text(ins.src0) << " values " << ap_text(ins.src1)
-               << " := " << ins.imm0;
-            if (ins.flags & F_ACC_OUT) os << " indices=" << ap_text(ins.acc);
-            break;
         case Opcode::barrier:
-        case Opcode::count_: break;
+        case Opcode::count_: return;
     }
+}
+
+// "dst[, acc=...] <- src0, role=src1, ...": what the instruction writes, then what it reads (a
+// read-modify-write operand appears on both sides); operands with a role carry its name.
+void write_operands(std::ostringstream& os, const Instruction& ins) {
+    std::string writes, reads;
+    for_each_operand(ins, [&](const OperandInfo& d, const AccessPattern& ap) {
+        const bool has_role = d.role && *d.role;
+        const bool named = has_role || (d.slot != OperandSlot::dst && d.slot != OperandSlot::src0);
+        const std::string text =
+            (named ? std::string(has_role ? d.role : operand_slot_name(d.slot)) + "=" : "") + ap_text(ap);
+        if (operand_writes(ins, d)) writes += (writes.empty() ? " " : ", ") + text;
+        if (operand_reads(ins, d)) reads += (reads.empty() ? "" : ", ") + text;
+    });
+    if (!writes.empty()) os << writes;
+    if (!reads.empty()) os << " <- " << reads;
 }
 
 }  // namespace
@@ -126,7 +129,10 @@ void write_operands(std::ostringstream& os, const Instruction& ins) {
 std::string disassemble(const Instruction& ins) {
     std::ostringstream os;
     os << "[" << engine_text(ins) << "] " << op_text(ins.op);
-    if (in_range(ins.op)) write_operands(os, ins);
+    if (in_range(ins.op)) {
+        write_fields(os, ins);
+        write_operands(os, ins);
+    }
     if (ins.flags & F_DEPENDS_ON_PREV) os << " depends_on_prev";
     if (ins.num_waits > 0) {
         os << " wait(";

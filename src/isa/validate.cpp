@@ -32,27 +32,7 @@ std::string allowed_engines(uint32_t mask) {
     return out;
 }
 
-// Wide enough that no offset, stride and size of an access pattern, corrupt
-// or not, can overflow it.
-__extension__ using WideInt = __int128;
-
-// Byte range [lo, hi) an access pattern can touch, relative to its memory's
-// origin (per partition for SBUF/PSUM).
-struct ByteRange {
-    WideInt lo, hi;
-};
-ByteRange byte_range(const AccessPattern& ap) {
-    WideInt min_index = 0, max_index = 0;
-    auto add_dim = [&](uint64_t size, int64_t stride) {
-        WideInt span = static_cast<WideInt>(size - 1) * stride;
-        (span < 0 ? min_index : max_index) += span;
-    };
-    for (int k = 0; k < ap.ndim; ++k) add_dim(ap.size[k], ap.stride[k]);
-    if (ap.space == MemSpace::HBM) add_dim(ap.partitions, ap.partition_stride);
-    const WideInt esz = static_cast<WideInt>(dtype_size(ap.dtype));
-    const WideInt base = static_cast<WideInt>(ap.offset);
-    return {base + min_index * esz, base + (max_index + 1) * esz};
-}
+using WideInt = AccessPattern::WideInt;
 
 std::string to_string(WideInt v) {
     if (v < 0) return "-" + to_string(-v);
@@ -76,7 +56,11 @@ public:
         check_engine();
         check_sync();
         check_enums();
-        for_each_operand([this](const char* name, const AccessPattern& ap) { check_ap(name, ap); });
+        for_each_operand(ins_, [this](const OperandInfo& d, const AccessPattern& ap) {
+            const std::string name = operand_label(d);
+            check_ap(name.c_str(), ap);
+            check_memory(name.c_str(), d, ap);
+        });
         check_opcode_rules();
     }
 
@@ -97,41 +81,23 @@ private:
     bool compute_engine() const { return ins_.engine != Engine::DMA; }
     bool uses_flag(uint32_t f) const { return (ins_.flags & f) != 0; }
 
-    // The access patterns this instruction reads or writes, by operand name.
-    template <typename F>
-    void for_each_operand(F&& f) const {
-        switch (ins_.op) {
-            case Opcode::barrier: return;
-            case Opcode::memset:
-            case Opcode::iota: f("dst", ins_.dst); return;
-            case Opcode::activation:
-            case Opcode::tensor_scalar:
-                f("dst", ins_.dst);
-                f("src0", ins_.src0);
-                if (uses_flag(F_SCALE_AP)) f("src1", ins_.src1);
-                if (uses_flag(F_BIAS_AP)) f("src2", ins_.src2);
-                if (writes_acc(ins_)) f("acc", ins_.acc);
-                return;
-            case Opcode::nc_match_replace8:
-                f("dst", ins_.dst);
-                f("src0", ins_.src0);
-                f("src1", ins_.src1);
-                if (writes_acc(ins_)) f("acc", ins_.acc);
-                return;
-            case Opcode::select:
-                f("dst", ins_.dst);
-                f("src0", ins_.src0);
-                f("src1", ins_.src1);
-                if (uses_flag(F_S1_AP)) f("src2", ins_.src2);
-                return;
-            default: {
-                f("dst", ins_.dst);
-                const int nsrc = opcode_info(ins_.op).nsrc;
-                const AccessPattern* srcs[] = {&ins_.src0, &ins_.src1, &ins_.src2};
-                const char* names[] = {"src0", "src1", "src2"};
-                for (int i = 0; i < nsrc; ++i) f(names[i], *srcs[i]);
-            }
+    // "src1 (moving)": the slot, with its role where it has one.
+    static std::string operand_label(const OperandInfo& d) {
+        std::string label = operand_slot_name(d.slot);
+        if (d.role && *d.role) label = label + " (" + d.role + ")";
+        return label;
+    }
+
+    // The memories the opcode's declaration lets this slot reach.
+    void check_memory(const char* operand, const OperandInfo& d, const AccessPattern& ap) const {
+        if (d.memories & mem_bit(ap.space)) return;
+        std::string allowed;
+        for (MemSpace m : {MemSpace::HBM, MemSpace::SBUF, MemSpace::PSUM}) {
+            if (!(d.memories & mem_bit(m))) continue;
+            if (!allowed.empty()) allowed += " or ";
+            allowed += mem_space_name(m);
         }
+        fail(operand, " in ", mem_space_name(ap.space), " must be in ", allowed);
     }
 
     void check_engine() const {
@@ -158,22 +124,14 @@ private:
                  kUserSemBase, ", ", kMaxSemaphores, "))");
     }
 
+    // Every enum field holds a valid value, whether or not this opcode reads it (a corrupt
+    // field would otherwise surface later, in the disassembler or a reused instruction).
     void check_enums() const {
-        switch (ins_.op) {
-            case Opcode::activation:
-                if (static_cast<size_t>(ins_.func) >= static_cast<size_t>(ActFunc::count_))
-                    fail("invalid activation func ", static_cast<int>(ins_.func));
-                check_reduce_enum();
-                return;
-            case Opcode::tensor_scalar:
-            case Opcode::tensor_tensor_scan:
-                check_alu_enum("alu1", ins_.alu1);
-                [[fallthrough]];
-            case Opcode::tensor_tensor:
-            case Opcode::affine_select: check_alu_enum("alu0", ins_.alu0); return;
-            case Opcode::tensor_reduce: check_reduce_enum(); return;
-            default: return;
-        }
+        if (static_cast<size_t>(ins_.func) >= static_cast<size_t>(ActFunc::count_))
+            fail("invalid activation func ", static_cast<int>(ins_.func));
+        check_alu_enum("alu0", ins_.alu0);
+        check_alu_enum("alu1", ins_.alu1);
+        check_reduce_enum();
     }
     void check_alu_enum(const char* field, AluOp op) const {
         if (static_cast<size_t>(op) >= static_cast<size_t>(AluOp::count_))
@@ -217,7 +175,7 @@ private:
             fail(operand, " offset ", ap.offset, " not aligned to ", esz, "-byte ", dtype_name(ap.dtype),
                  " (alignment)");
 
-        const ByteRange r = byte_range(ap);
+        const AccessPattern::ByteExtent r = ap.byte_extent();
         const uint64_t limit = ap.space == MemSpace::HBM    ? hbm_bytes_
                                : ap.space == MemSpace::SBUF ? chip_.sbuf.bytes_per_partition
                                                             : chip_.psum.bytes_per_partition;
@@ -277,7 +235,7 @@ private:
 
     void check_single_psum_bank(const char* operand, const AccessPattern& ap) const {
         const uint64_t bank = chip_.psum.bank_bytes();
-        const ByteRange r = byte_range(ap);
+        const AccessPattern::ByteExtent r = ap.byte_extent();
         if (r.lo / bank != (r.hi - 1) / bank)
             fail(operand, " bytes [", to_string(r.lo), ", ", to_string(r.hi), ") straddle a PSUM bank boundary (",
                  bank, "-byte banks)");
@@ -330,8 +288,6 @@ private:
 
     // nki.isa.dma_copy moves data between HBM and SBUF; PSUM is reached by the compute engines.
     void check_dma_copy() const {
-        if (ins_.dst.space == MemSpace::PSUM) fail("dst in psum: DMA cannot write PSUM");
-        if (ins_.src0.space == MemSpace::PSUM) fail("src0 in psum: DMA reads HBM or SBUF");
         if (ins_.dst.elems() != ins_.src0.elems())
             fail("dst elements ", ins_.dst.elems(), " != src0 elements ", ins_.src0.elems(), " (element count)");
     }
@@ -340,8 +296,6 @@ private:
         const AccessPattern &src = ins_.src0, &dst = ins_.dst;
         if (chip_.dma.transpose_efficiency_hbm <= 0 || chip_.dma.transpose_efficiency_sbuf <= 0)
             fail("chip ", chip_.name, " has no DMA transpose (NeuronCore-v3 and later)");
-        check_in_space("dst", dst, MemSpace::SBUF);
-        if (src.space == MemSpace::PSUM) fail("src0 in psum: DMA transpose reads HBM or SBUF");
         if (src.dtype != dst.dtype) fail("dst dtype ", dtype_name(dst.dtype), " != src0 dtype ", dtype_name(src.dtype));
         if (src.dtype != DType::bf16 && src.dtype != DType::f16 && src.dtype != DType::f32)
             fail("dtype ", dtype_name(src.dtype), " not transposable by DMA (2- or 4-byte float)");
@@ -358,8 +312,6 @@ private:
         const AccessPattern& rows = gather ? ins_.dst : ins_.src0;
         const char* table_name = gather ? "src0 (table)" : "dst (table)";
         const char* rows_name = gather ? "dst" : "src0";
-        if (ins_.dst.space == MemSpace::PSUM) fail("dst in psum: DMA cannot write PSUM");
-        check_in_space("src1 (indices)", ins_.src1, MemSpace::SBUF);
         if (ins_.src1.dtype != DType::i32)
             fail("src1 (indices) dtype ", dtype_name(ins_.src1.dtype), " must be i32");
         if (table.partitions != 1) fail(table_name, " partitions ", table.partitions, " must be 1 (rows are its first free dim)");
@@ -373,9 +325,6 @@ private:
 
     void check_matmul() const {
         const AccessPattern &stationary = ins_.src0, &moving = ins_.src1, &dst = ins_.dst;
-        check_in_space("src0 (stationary)", stationary, MemSpace::SBUF);
-        check_in_space("src1 (moving)", moving, MemSpace::SBUF);
-        check_in_space("dst", dst, MemSpace::PSUM);
         if (!is_matmul_input(stationary.dtype))
             fail("src0 (stationary) dtype ", dtype_name(stationary.dtype),
                  " not a matmul input dtype (bf16, f16, fp8_e4m3, fp8_e5m2, f32)");

@@ -218,26 +218,19 @@ void set_period(Footprint& f, const AccessPattern& ap) {
 }
 
 Footprint footprint(const AccessPattern& ap) {
-    const int64_t es = static_cast<int64_t>(dtype_size(ap.dtype));
-    int64_t lo = 0, hi = 0;  // element offsets
-    for (int k = 0; k < ap.ndim; ++k) {
-        int64_t span = ap.stride[k] * (static_cast<int64_t>(ap.size[k]) - 1);
-        if (span < 0) lo += span; else hi += span;
-    }
     Footprint f;
     f.space = ap.space;
     f.arg = ap.space == MemSpace::HBM ? ap.arg : 0;
     if (ap.space == MemSpace::HBM) {
-        int64_t span = ap.partition_stride * (static_cast<int64_t>(ap.partitions) - 1);
-        if (span < 0) lo += span; else hi += span;
         f.p0 = 0;
         f.p1 = 1;
     } else {
         f.p0 = ap.start_partition;
         f.p1 = ap.start_partition + ap.partitions;
     }
-    f.b0 = static_cast<uint64_t>(static_cast<int64_t>(ap.offset) + lo * es);
-    f.b1 = static_cast<uint64_t>(static_cast<int64_t>(ap.offset) + (hi + 1) * es);
+    const AccessPattern::ByteExtent extent = ap.byte_extent();
+    f.b0 = static_cast<uint64_t>(extent.lo);
+    f.b1 = static_cast<uint64_t>(extent.hi);
     if (ap.space == MemSpace::HBM) set_period(f, ap);
     return f;
 }
@@ -273,40 +266,14 @@ KernelBuilder::Access access_of(const Footprint& f, bool is_write, uint32_t queu
     return a;
 }
 
-// Reads and writes of an instruction.
+// Reads and writes of an instruction, from its operand declarations.
 void operands(const Instruction& ins, std::vector<Footprint>& reads, std::vector<Footprint>& writes) {
     reads.clear();
     writes.clear();
-    if (ins.op == Opcode::barrier) return;
-    writes.push_back(footprint(ins.dst));
-    if (ins.op == Opcode::nc_matmul && (ins.flags & F_ACCUMULATE)) reads.push_back(footprint(ins.dst));
-    switch (ins.op) {
-        case Opcode::memset:
-        case Opcode::iota: break;
-        case Opcode::nc_matmul:
-        case Opcode::tensor_tensor:
-        case Opcode::nc_find_index8:
-        case Opcode::nc_match_replace8:
-        case Opcode::dma_gather:
-        case Opcode::dma_scatter_add:   // (a scatter-add also reads dst: ordered by its write)
-            reads.push_back(footprint(ins.src0));
-            reads.push_back(footprint(ins.src1));
-            break;
-        case Opcode::activation:
-        case Opcode::tensor_scalar:
-            reads.push_back(footprint(ins.src0));
-            if (ins.flags & F_SCALE_AP) reads.push_back(footprint(ins.src1));
-            if (ins.flags & F_BIAS_AP) reads.push_back(footprint(ins.src2));
-            break;
-        case Opcode::select:
-        case Opcode::tensor_tensor_scan:
-            reads.push_back(footprint(ins.src0));
-            reads.push_back(footprint(ins.src1));
-            if (ins.flags & F_S1_AP) reads.push_back(footprint(ins.src2));
-            break;
-        default: reads.push_back(footprint(ins.src0)); break;
-    }
-    if (writes_acc(ins)) writes.push_back(footprint(ins.acc));
+    for_each_operand(ins, [&](const OperandInfo& d, const AccessPattern& ap) {
+        if (operand_writes(ins, d)) writes.push_back(footprint(ap));
+        if (operand_reads(ins, d)) reads.push_back(footprint(ap));
+    });
 }
 
 }  // namespace

@@ -47,7 +47,7 @@ void Totals::add_launch(const LaunchEvent& launch, const InstrRecord* records) {
     for (uint32_t i = 0; i < launch.num_records; ++i) {
         const InstrRecord& r = records[launch.first_record + i];
         flops += r.flops;
-        if (r.op == Opcode::nc_matmul) matmul_flops += r.flops;
+        if (opcode_info(r.op).work == WorkKind::matmul) matmul_flops += r.flops;
         hbm_bytes += r.hbm_bytes;
     }
 }
@@ -58,27 +58,17 @@ namespace {
 // partition range end; (0, 0) when it is not in SBUF.
 void sbuf_extent(const AccessPattern& ap, uint64_t& max_byte, uint32_t& max_partition) {
     if (ap.space != MemSpace::SBUF || ap.partitions == 0) return;
-    const uint64_t elem = dtype_size(ap.dtype);
-    int64_t last = 0;
-    for (int k = 0; k < ap.ndim; ++k)
-        if (ap.stride[k] > 0 && ap.size[k] > 0) last += int64_t(ap.size[k] - 1) * ap.stride[k];
-    max_byte = std::max<uint64_t>(max_byte, ap.offset + uint64_t(last) * elem + elem);
+    max_byte = std::max<uint64_t>(max_byte, static_cast<uint64_t>(ap.byte_extent().hi));
     max_partition = std::max<uint32_t>(max_partition, uint32_t(ap.start_partition) + ap.partitions);
 }
 
 uint64_t sbuf_footprint(const Program& prog) {
     uint64_t max_byte = 0;
     uint32_t max_partition = 0;
-    for (const Instruction& ins : prog.instrs) {
-        if (ins.engine == Engine::Sync) continue;
-        sbuf_extent(ins.dst, max_byte, max_partition);
-        const int nsrc = opcode_info(ins.op).nsrc;
-        if (nsrc > 0) sbuf_extent(ins.src0, max_byte, max_partition);
-        if (nsrc > 1 || (ins.flags & (F_SCALE_AP | F_BIAS_AP))) {
-            sbuf_extent(ins.src1, max_byte, max_partition);
-            sbuf_extent(ins.src2, max_byte, max_partition);
-        }
-    }
+    for (const Instruction& ins : prog.instrs)
+        for_each_operand(ins, [&](const OperandInfo&, const AccessPattern& ap) {
+            sbuf_extent(ap, max_byte, max_partition);
+        });
     return max_byte * max_partition;
 }
 

@@ -45,56 +45,25 @@ static bool continues_matmul_chain(const Instruction& first, const Instruction& 
 static bool writes_sbuf_under(const AccessPattern& dst, const MovingOperandCache& c) {
     if (dst.space != MemSpace::SBUF) return false;
     if (dst.start_partition + dst.partitions <= c.p0 || c.p1 <= dst.start_partition) return false;
-    int64_t lo = 0, hi = 0;
-    for (int k = 0; k < dst.ndim; ++k) {
-        const int64_t span = dst.stride[k] * (static_cast<int64_t>(dst.size[k]) - 1);
-        (span < 0 ? lo : hi) += span;
-    }
-    const int64_t es = static_cast<int64_t>(dtype_size(dst.dtype));
-    const int64_t b0 = static_cast<int64_t>(dst.offset) + lo * es, b1 = static_cast<int64_t>(dst.offset) + (hi + 1) * es;
-    return b0 < static_cast<int64_t>(c.b1) && static_cast<int64_t>(c.b0) < b1;
-}
-
-// On-chip region an access pattern can touch (HBM operands are never matmul operands).
-struct Region {
-    MemSpace space;
-    uint32_t p0, p1;
-    int64_t b0, b1;
-};
-
-static Region region_of(const AccessPattern& ap) {
-    int64_t lo = 0, hi = 0;
-    for (int k = 0; k < ap.ndim; ++k) {
-        const int64_t span = ap.stride[k] * (static_cast<int64_t>(ap.size[k]) - 1);
-        (span < 0 ? lo : hi) += span;
-    }
-    const int64_t es = static_cast<int64_t>(dtype_size(ap.dtype));
-    return Region{ap.space, ap.start_partition, static_cast<uint32_t>(ap.start_partition + ap.partitions),
-                  static_cast<int64_t>(ap.offset) + lo * es, static_cast<int64_t>(ap.offset) + (hi + 1) * es};
-}
-
-static bool overlap(const Region& a, const Region& b) {
-    return a.space == b.space && a.space != MemSpace::HBM && a.p0 < b.p1 && b.p0 < a.p1 && a.b0 < b.b1 && b.b0 < a.b1;
+    const AccessPattern::ByteExtent e = dst.byte_extent();
+    return e.lo < static_cast<AccessPattern::WideInt>(c.b1) && static_cast<AccessPattern::WideInt>(c.b0) < e.hi;
 }
 
 // Whether running the matmul chain [c0, c1) before instruction 'mid' (which comes earlier in
 // the program) could change either's result: 'mid' writes the chain's inputs, or touches its
 // PSUM tile.
 static bool conflicts(const Instruction& mid, const std::vector<Instruction>& instrs, size_t c0, size_t c1) {
-    const Region out = region_of(instrs[c0].dst);
-    const int nsrc = opcode_info(mid.op).nsrc;
-    const AccessPattern* srcs[3] = {&mid.src0, &mid.src1, &mid.src2};
-    for (int k = 0; k < nsrc; ++k)
-        if (srcs[k]->space == MemSpace::PSUM && overlap(region_of(*srcs[k]), out)) return true;
-    Region writes[2] = {region_of(mid.dst), region_of(mid.acc)};
-    const int nwrites = writes_acc(mid) ? 2 : 1;
-    for (int w = 0; w < nwrites; ++w) {
-        if (overlap(writes[w], out)) return true;
-        for (size_t i = c0; i < c1; ++i)
-            if (overlap(writes[w], region_of(instrs[i].src0)) || overlap(writes[w], region_of(instrs[i].src1)))
-                return true;
-    }
-    return false;
+    const AccessPattern& out = instrs[c0].dst;
+    bool conflict = false;
+    for_each_operand(mid, [&](const OperandInfo& d, const AccessPattern& ap) {
+        if (conflict) return;
+        if (operand_reads(mid, d) && ap.space == MemSpace::PSUM && ap.may_overlap(out)) conflict = true;
+        if (!operand_writes(mid, d)) return;
+        if (ap.may_overlap(out)) conflict = true;
+        for (size_t i = c0; i < c1 && !conflict; ++i)
+            conflict = ap.may_overlap(instrs[i].src0) || ap.may_overlap(instrs[i].src1);
+    });
+    return conflict;
 }
 
 static bool same_moving(const std::vector<Instruction>& instrs, size_t a0, size_t a1, size_t b0, size_t b1) {
@@ -126,19 +95,13 @@ static void relocate(const Program& prog, const uint64_t* args, Program& out) {
     out.instrs = prog.instrs;
     out.prevalidated = prog.prevalidated;
     out.arg_extent.clear();
-    auto bind = [&](AccessPattern& ap) {
-        if (ap.space == MemSpace::HBM && ap.arg) {
-            ap.offset += args[ap.arg - 1];
-            ap.arg = 0;
-        }
-    };
-    for (Instruction& ins : out.instrs) {
-        bind(ins.dst);
-        bind(ins.src0);
-        bind(ins.src1);
-        bind(ins.src2);
-        bind(ins.acc);
-    }
+    for (Instruction& ins : out.instrs)
+        for_each_declared_operand(ins, [&](AccessPattern& ap) {
+            if (ap.space == MemSpace::HBM && ap.arg) {
+                ap.offset += args[ap.arg - 1];
+                ap.arg = 0;
+            }
+        });
 }
 
 // Drops cached fp32 operand copies whose SBUF bytes 'dst' may overwrite.
@@ -182,7 +145,7 @@ void NeuronCore::execute_functional(const Program& prog) {
                 bool safe = true;
                 for (size_t m : between) safe = safe && !conflicts(in[m], in, c0, c1);
                 for (const MatmulChainRef& b : batch)
-                    safe = safe && !overlap(region_of(b.first->dst), region_of(in[c0].dst));
+                    safe = safe && !b.first->dst.may_overlap(in[c0].dst);
                 if (!safe) break;
                 batch.push_back({&in[c0], c1 - c0});
                 ahead.push_back({c0, c1});
@@ -191,8 +154,9 @@ void NeuronCore::execute_functional(const Program& prog) {
             execute_matmul_batch(*mem_, batch.data(), batch.size(), &moving_cache_);
         } else {
             execute(*mem_, ins);
-            invalidate_cached_operands(ins.dst);
-            if (writes_acc(ins)) invalidate_cached_operands(ins.acc);
+            for_each_operand(ins, [&](const OperandInfo& d, const AccessPattern& ap) {
+                if (operand_writes(ins, d)) invalidate_cached_operands(ap);
+            });
         }
         index = end;
     }
@@ -242,7 +206,8 @@ RunStats NeuronCore::run(const Program& program, std::vector<InstrRecord>* recor
         if (ins.op == Opcode::nc_matmul) st.matmul_flops += flops;
         st.hbm_bytes += hbm;
         if (records) {
-            uint64_t bytes = ins.op == Opcode::dma_copy || ins.op == Opcode::dma_transpose
+            const CostKind kind = opcode_info(ins.op).cost;
+            uint64_t bytes = kind == CostKind::dma_copy || kind == CostKind::dma_transpose
                                  ? ins.src0.elems() * dtype_size(ins.dst.dtype)
                                                         : ins.dst.bytes();
             records->push_back(InstrRecord{index, ins.tag, ins.op, static_cast<uint8_t>(q), s.start_ps, s.end_ps,

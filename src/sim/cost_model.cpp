@@ -44,25 +44,26 @@ const StreamEngineConfig& stream_engine(const ChipConfig& chip, Engine e) {
 // The destination starts on another partition than the (same-sized) source: the cross-half or
 // cross-quadrant data movement of the engines (trainium_inferentia2_arch, Cross-Partition Connectivity).
 bool crosses_partitions(const Instruction& ins) {
-    return opcode_info(ins.op).nsrc > 0 && ins.src0.valid() && ins.src0.space != MemSpace::HBM &&
+    return opcode_info(ins.op).reads(OperandSlot::src0) && ins.src0.valid() && ins.src0.space != MemSpace::HBM &&
            ins.src0.partitions == ins.dst.partitions && ins.src0.start_partition != ins.dst.start_partition;
 }
 
 bool divides(const Instruction& ins) {
-    return (ins.op == Opcode::tensor_scalar || ins.op == Opcode::tensor_tensor) &&
+    const CostKind kind = opcode_info(ins.op).cost;
+    return (kind == CostKind::stream_alu || kind == CostKind::stream_two_input) &&
            (ins.alu0 == AluOp::div || ins.alu1 == AluOp::div);
 }
 
 double stream_cycles(const Instruction& ins, const StreamEngineConfig& eng, bool back_to_back) {
     const double min_ii = eng.min_ii_cycles;
     // Elements per partition streamed through the engine.
-    double n = static_cast<double>(std::max(ins.dst.free_elems(), ins.src0.valid() && opcode_info(ins.op).nsrc > 0
+    double n = static_cast<double>(std::max(ins.dst.free_elems(), ins.src0.valid() && opcode_info(ins.op).reads(OperandSlot::src0)
                                                                       ? ins.src0.free_elems()
                                                                       : 0));
     double rate = std::max<uint32_t>(1, eng.elems_per_cycle);
     double c = 0;
-    switch (ins.op) {
-        case Opcode::tensor_tensor: {
+    switch (opcode_info(ins.op).cost) {
+        case CostKind::stream_two_input: {
             bool psum_operand = ins.src0.space == MemSpace::PSUM || ins.src1.space == MemSpace::PSUM;
             bool fast_bf16 = is_two_byte(ins.src0.dtype) && is_two_byte(ins.src1.dtype) &&
                              (ins.alu0 == AluOp::add || ins.alu0 == AluOp::sub || ins.alu0 == AluOp::mul) &&
@@ -72,34 +73,36 @@ double stream_cycles(const Instruction& ins, const StreamEngineConfig& eng, bool
             c = std::max(min_ii, per_elem * n / rate);
             break;
         }
-        case Opcode::tensor_reduce: {
+        case CostKind::stream_reduce: {
             n = static_cast<double>(ins.src0.free_elems());
             bool fast = is_two_byte(ins.src0.dtype) && (ins.reduce == ReduceOp::add || ins.reduce == ReduceOp::max);
             c = std::max(min_ii, (fast ? n / 2 : n) / rate);
             break;
         }
-        case Opcode::tensor_scalar:
-        case Opcode::tensor_copy: {
+        case CostKind::stream_alu: {
             bool fast = eng.bf16_fast_mode && is_two_byte(ins.src0.dtype) && is_two_byte(ins.dst.dtype);
             // The divide stage runs at its own rate (no 2-byte fast mode).
             c = std::max(min_ii, divides(ins) ? eng.divide_cycles_per_elem * n / rate : (fast ? n / 2 : n) / rate);
             break;
         }
-        case Opcode::memset: {
+        case CostKind::stream_fill: {
             bool zero16 = ins.imm0 == 0.0f && is_two_byte(ins.dst.dtype);
             c = std::max(min_ii, (zero16 ? n / 2 : n) / rate);
             break;
         }
-        case Opcode::select:
-        case Opcode::tensor_tensor_scan: c = std::max(min_ii, 2 * n / rate); break;
+        case CostKind::stream_two_pass: c = std::max(min_ii, 2 * n / rate); break;
         // Published as N cycles, N = elements per partition of the data read (no MIN_II floor).
-        case Opcode::max8:
-        case Opcode::nc_find_index8: c = static_cast<double>(ins.src0.free_elems()) / rate; break;
-        // Published as "min(MIN_II, N)", which would stream 16K elements in 64 cycles, faster than the
-        // engine reads them; max(MIN_II, N), the form of every other VectorE instruction, is used.
-        case Opcode::nc_match_replace8: c = std::max(min_ii, n / rate); break;
-        case Opcode::barrier: return 0;
-        default: c = std::max(min_ii, n / rate); break;
+        case CostKind::stream_data: c = static_cast<double>(ins.src0.free_elems()) / rate; break;
+        // nc_match_replace8 is published as "min(MIN_II, N)", which would stream 16K elements in
+        // 64 cycles, faster than the engine reads them; it uses max(MIN_II, N), the form of every
+        // other VectorE instruction. A VectorE transpose streams its block the same way.
+        case CostKind::stream:
+        case CostKind::transpose: c = std::max(min_ii, n / rate); break;
+        case CostKind::none: return 0;
+        case CostKind::dma_copy:
+        case CostKind::dma_transpose:
+        case CostKind::dma_indirect:
+        case CostKind::matmul: throw IsaError(std::string(opcode_name(ins.op)) + ": not a streaming-engine instruction");
     }
     if (crosses_partitions(ins)) c = std::max(c, eng.cross_partition_cycles_per_elem * n / rate);
     c += eng.fixed_overhead_cycles;
@@ -115,39 +118,17 @@ double stream_cycles(const Instruction& ins, const StreamEngineConfig& eng, bool
 }  // namespace
 
 void for_each_tensor_operand(const Instruction& ins, const std::function<void(const AccessPattern&)>& f) {
-    if (ins.op == Opcode::barrier || ins.engine == Engine::DMA) return;
-    f(ins.dst);
-    if (opcode_info(ins.op).nsrc >= 1 && ins.op != Opcode::memset && ins.op != Opcode::iota) f(ins.src0);
-    switch (ins.op) {
-        case Opcode::nc_matmul:
-        case Opcode::tensor_tensor:
-        case Opcode::nc_find_index8: f(ins.src1); break;
-        case Opcode::nc_match_replace8:
-            f(ins.src1);
-            if (writes_acc(ins)) f(ins.acc);
-            break;
-        case Opcode::tensor_tensor_scan:
-        case Opcode::select:
-            f(ins.src1);
-            if (ins.flags & F_S1_AP) f(ins.src2);
-            break;
-        case Opcode::activation:
-        case Opcode::tensor_scalar:
-            if (ins.flags & F_SCALE_AP) f(ins.src1);
-            if (ins.flags & F_BIAS_AP) f(ins.src2);
-            if (ins.op == Opcode::activation && ins.reduce != ReduceOp::none) f(ins.acc);
-            break;
-        default: break;
-    }
+    if (ins.engine == Engine::DMA) return;
+    for_each_operand(ins, [&](const OperandInfo&, const AccessPattern& ap) { f(ap); });
 }
 
 int64_t compute_cost_ps(const Instruction& ins, const ChipConfig& chip, bool stationary_reloaded, bool back_to_back,
                         bool reads_accumulation) {
-    if (ins.op == Opcode::barrier) return 0;
+    if (opcode_info(ins.op).cost == CostKind::none) return 0;
     if (ins.engine == Engine::Tensor) {
         const TensorEngineConfig& te = chip.tensor;
         double c = 0;
-        if (ins.op == Opcode::nc_matmul) {
+        if (opcode_info(ins.op).cost == CostKind::matmul) {
             double n = static_cast<double>(ins.src1.free_elems());
             c = std::max<double>(n, te.min_moving_cycles);
             if (ins.src0.dtype == DType::f32 || ins.src1.dtype == DType::f32) c *= te.fp32_passes;
@@ -170,7 +151,8 @@ int64_t compute_cost_ps(const Instruction& ins, const ChipConfig& chip, bool sta
 
 DmaCost dma_cost(const Instruction& ins, const ChipConfig& chip) {
     DmaCost c;
-    if (ins.op == Opcode::dma_gather || ins.op == Opcode::dma_scatter_add) {
+    const CostKind kind = opcode_info(ins.op).cost;
+    if (kind == CostKind::dma_indirect) {
         // One descriptor per table row (its contiguous run); a scatter-add reads and writes the table.
         const bool gather = ins.op == Opcode::dma_gather;
         const AccessPattern& table = gather ? ins.src0 : ins.dst;
@@ -183,7 +165,7 @@ DmaCost dma_cost(const Instruction& ins, const ChipConfig& chip) {
         c.fixed_ps = static_cast<int64_t>(std::llround(chip.dma.fixed_latency_ns * 1000.0));
         return c;
     }
-    if (ins.op == Opcode::dma_transpose) {
+    if (kind == CostKind::dma_transpose) {
         // The element-wise shuffle runs at a fixed fraction of the queue rate (by source memory).
         c.bytes = ins.src0.bytes();
         const bool from_hbm = ins.src0.space == MemSpace::HBM;
@@ -193,7 +175,7 @@ DmaCost dma_cost(const Instruction& ins, const ChipConfig& chip) {
         c.fixed_ps = static_cast<int64_t>(std::llround(chip.dma.fixed_latency_ns * 1000.0));
         return c;
     }
-    if (ins.op != Opcode::dma_copy) return c;
+    if (kind != CostKind::dma_copy) return c;
     uint64_t elems = ins.src0.elems();
     c.bytes = elems * std::max(dtype_size(ins.src0.dtype), dtype_size(ins.dst.dtype));
     // Efficiency follows the contiguous run of the HBM side (DRAM bursts), the slower side of a

@@ -11,7 +11,7 @@ namespace {
 using ExecFn = void (*)(CoreMemory&, const Instruction&);
 
 const ExecFn kExecTable[] = {
-#define ISA_INSTR(name, engines, nsrc, writes_acc, summary) &exec_##name,
+#define ISA_INSTR(name, ...) &exec_##name,
 #include "trnsim/instructions.def"
 #undef ISA_INSTR
 };

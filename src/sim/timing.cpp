@@ -9,17 +9,15 @@ namespace trnsim {
 
 namespace {
 
+bool is_matmul(const Instruction& ins) { return opcode_info(ins.op).cost == CostKind::matmul; }
+bool is_barrier(const Instruction& ins) { return opcode_info(ins.op).cost == CostKind::none; }
+
 // PSUM banks an access pattern touches, one bit per bank (banks beyond 32 share the last bit).
 uint32_t psum_banks_of(const AccessPattern& ap, const PsumConfig& psum) {
-    const int64_t es = static_cast<int64_t>(dtype_size(ap.dtype));
-    int64_t lo = 0, hi = 0;
-    for (int d = 0; d < ap.ndim; ++d) {
-        const int64_t span = (static_cast<int64_t>(ap.size[d]) - 1) * ap.stride[d] * es;
-        (span < 0 ? lo : hi) += span;
-    }
+    const AccessPattern::ByteExtent extent = ap.byte_extent();
     const int64_t bank = static_cast<int64_t>(psum.bank_bytes());
-    const int64_t first = (static_cast<int64_t>(ap.offset) + lo) / bank;
-    const int64_t last = (static_cast<int64_t>(ap.offset) + hi + es - 1) / bank;
+    const int64_t first = static_cast<int64_t>(extent.lo) / bank;
+    const int64_t last = static_cast<int64_t>(extent.hi - 1) / bank;
     uint32_t mask = 0;
     for (int64_t b = std::max<int64_t>(0, first); b <= last; ++b) mask |= 1u << std::min<int64_t>(b, 31);
     return mask;
@@ -172,7 +170,7 @@ int64_t TimingModel::sem_time(uint16_t sem, uint32_t value) const {
 // (a new group) clears them; any other access reads or overwrites them. Returns whether 'ins' is
 // the first to read a marked bank.
 bool TimingModel::note_psum_accesses(const Instruction& ins) {
-    if (ins.op == Opcode::nc_matmul && ins.dst.space == MemSpace::PSUM) {
+    if (is_matmul(ins) && ins.dst.space == MemSpace::PSUM) {
         const uint32_t banks = psum_banks_of(ins.dst, chip_.psum);
         if (ins.flags & F_ACCUMULATE) psum_unread_accumulations_ |= banks;
         else psum_unread_accumulations_ &= ~banks;
@@ -180,11 +178,11 @@ bool TimingModel::note_psum_accesses(const Instruction& ins) {
     }
     if (psum_unread_accumulations_ == 0) return false;
     uint32_t read = 0, touched = 0;
-    for_each_tensor_operand(ins, [&](const AccessPattern& ap) {
+    for_each_operand(ins, [&](const OperandInfo& d, const AccessPattern& ap) {
         if (ap.space != MemSpace::PSUM) return;
         const uint32_t banks = psum_banks_of(ap, chip_.psum);
         touched |= banks;
-        if (&ap != &ins.dst && &ap != &ins.acc) read |= banks;
+        if (operand_reads(ins, d)) read |= banks;
     });
     const bool first_read = (read & psum_unread_accumulations_) != 0;
     psum_unread_accumulations_ &= ~touched;
@@ -206,7 +204,7 @@ TimingModel::Slot TimingModel::schedule(const Instruction& ins) {
         // preset's launch overhead is measured up to the first kernel DMA, so its start is in there.
         const bool waits_on_something = deps > program_start_;
         int64_t data_start = std::max(ready, deps + (waits_on_something ? c.fixed_ps : 0));
-        if (ins.op == Opcode::barrier || c.bytes == 0) {
+        if (is_barrier(ins) || c.bytes == 0) {
             slot = {std::max(ready, deps), std::max(ready, deps)};
         } else {
             int64_t end = hbm_.transfer(data_start, static_cast<double>(c.bytes), c.rate_bytes_per_ps, c.hbm_sides);
@@ -221,7 +219,7 @@ TimingModel::Slot TimingModel::schedule(const Instruction& ins) {
         }
     } else {
         bool reloaded = false;
-        if (ins.op == Opcode::nc_matmul) {
+        if (is_matmul(ins)) {
             uint64_t key = (static_cast<uint64_t>(ins.src0.space) << 62) ^ (ins.src0.offset << 8) ^
                            (static_cast<uint64_t>(ins.src0.start_partition) << 48) ^ ins.src0.size[0];
             reloaded = key != last_stationary_key_ && (!last_te_was_matmul_ || !chip_.tensor.load_stationary_background);
@@ -229,7 +227,7 @@ TimingModel::Slot TimingModel::schedule(const Instruction& ins) {
         }
         // A barrier only carries semaphore waits that did not fit on the instruction after it:
         // the next stationary still loads in the background of the last matmul.
-        if (ins.engine == Engine::Tensor && ins.op != Opcode::barrier) last_te_was_matmul_ = ins.op == Opcode::nc_matmul;
+        if (ins.engine == Engine::Tensor && !is_barrier(ins)) last_te_was_matmul_ = is_matmul(ins);
         const bool reads_accumulation = tracks_accumulation_reads_ && note_psum_accesses(ins);
         const int64_t earliest = std::max(ready, deps);
         auto cost_at = [&](int64_t start) {
@@ -257,7 +255,7 @@ TimingModel::Slot TimingModel::schedule(const Instruction& ins) {
         }
         if (sbuf_port) sbuf_use_[sbuf_side].push_back({start, start + duration, kAllBanks});
         if (psum_port) psum_use_[psum_side].push_back({start, start + duration, psum_banks});
-        if (ins.engine == Engine::Tensor && ins.op != Opcode::barrier) {
+        if (ins.engine == Engine::Tensor && !is_barrier(ins)) {
             const int64_t nominal = duration;
             duration = throttled_duration(start, nominal);
             slot.throttled_ps = duration - nominal;

@@ -241,7 +241,7 @@ TEST(Top8Rules, ShapesDtypesAndEngines) {
     r.acc.size[0] = 8;
     EXPECT_EQ(error_of(r), "");
     r.acc.space = MemSpace::HBM;
-    EXPECT_THAT(error_of(r), ::testing::HasSubstr("acc in hbm"));
+    EXPECT_THAT(error_of(r), ::testing::HasSubstr("acc (indices) in hbm"));
 }
 
 TEST(Top8Disasm, OperandsAreShown) {
@@ -256,7 +256,7 @@ TEST(Top8Disasm, OperandsAreShown) {
     r.acc = sbuf_ap(0, 8, 256, DType::i32, {8});
     const std::string text = disassemble(r);
     EXPECT_THAT(text, ::testing::HasSubstr("[vector] nc_match_replace8"));
-    EXPECT_THAT(text, ::testing::HasSubstr(":= -1 indices=sbuf.i32"));
+    EXPECT_THAT(text, ::testing::HasSubstr("replace=-1 sbuf.f32[p0+8 @0, 16:1], indices=sbuf.i32[p0+8 @256, 8:1] <- data="));
 }
 
 // Published cost (ISA reference, 2025-09): max8 and nc_find_index8 N cycles with N the data's

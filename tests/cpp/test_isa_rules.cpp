@@ -633,9 +633,9 @@ TEST(IsaRules, DmaCopyElementsAndDestination) {
     Instruction evict = dma_load();
     evict.dst = hbm_matrix_ap(0, DType::f32, 128, 512, 512);
     evict.src0 = psum_ap(0, 128, 0, DType::f32, {512});
-    EXPECT_RULE(evict, "dma_copy", "src0 in psum: DMA reads HBM or SBUF");
+    EXPECT_RULE(evict, "dma_copy", "src0 in psum must be in hbm or sbuf");
     std::swap(evict.dst, evict.src0);
-    EXPECT_RULE(evict, "dma_copy", "dst in psum: DMA cannot write PSUM");
+    EXPECT_RULE(evict, "dma_copy", "dst in psum must be in hbm or sbuf");
     evict.dst = sbuf_ap(0, 128, 0, DType::f32, {512});
     EXPECT_VALID(evict);
 }

@@ -15,7 +15,7 @@
 
 namespace trnsim {
 
-#define ISA_INSTR(name, engines, nsrc, writes_acc, summary) void exec_##name(CoreMemory& mem, const Instruction& ins);
+#define ISA_INSTR(name, ...) void exec_##name(CoreMemory& mem, const Instruction& ins);
 #include "trnsim/instructions.def"
 #undef ISA_INSTR
 
