@@ -7,6 +7,9 @@
 #include "trnsim/chip.h"
 #include "trnsim/isa.h"
 
+// A switch over Opcode, WorkKind or CostKind without a case for every value does not build.
+#pragma GCC diagnostic error "-Wswitch"
+
 namespace trnsim {
 
 namespace {

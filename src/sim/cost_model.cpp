@@ -22,6 +22,9 @@
 
 #include "timing.h"
 
+// A switch over Opcode, WorkKind or CostKind without a case for every value does not build.
+#pragma GCC diagnostic error "-Wswitch"
+
 namespace trnsim {
 
 namespace {
