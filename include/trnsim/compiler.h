@@ -187,14 +187,7 @@ struct Pass {
 std::vector<Pass> default_pipeline();
 void run_passes(Graph& g, const std::vector<Pass>& passes, PassContext& ctx);
 
-void canonicalize(Graph& g, PassContext& ctx);
-void fuse_softmax(Graph& g, PassContext& ctx);
-void fuse_attention(Graph& g, PassContext& ctx);
-void fuse_norm(Graph& g, PassContext& ctx);
-void fuse_matmul_epilogue(Graph& g, PassContext& ctx);
-void fuse_matmul_column_sums(Graph& g, PassContext& ctx);
-void fuse_elementwise(Graph& g, PassContext& ctx);
-void schedule(Graph& g, PassContext& ctx);
+// Each pass is src/compiler/<name>.cpp, declared in src/compiler/passes.h.
 
 // ---------------------------------------------------------------- memory plan and program
 enum class SlotKind : uint8_t { input, output, eager, workspace };
@@ -223,7 +216,6 @@ struct MemoryPlan {
     std::map<int, int> fused_scratch_tiles;
     Placement place(const Graph& g, int value) const;
 };
-MemoryPlan plan_memory(const Graph& g, PassContext& ctx);
 
 struct Segment {
     bool eager = false;
@@ -246,26 +238,10 @@ struct CompiledGraph {
     std::string disassembly() const;
 };
 
-// Lowers a scheduled, planned graph: one Program per run of lowered nodes between eager nodes.
-std::vector<Segment> lower_to_program(const Graph& g, const MemoryPlan& plan, const ChipConfig& chip);
-
-// The whole pipeline. The graph is consumed (rewritten by the passes).
+// The whole pipeline: the passes, memory planning (plan_memory) and lowering
+// (lower_to_program), all in src/compiler. The graph is consumed (rewritten by the passes).
 CompiledGraph compile(Graph g, const ChipConfig& chip, const CompileOptions& options = {});
 
-// ---------------------------------------------------------------- fused kernels (src/compiler/kernel_*.cpp)
-// SBUF scratch tiles of a fused elementwise body: the tile each step writes (steps whose
-// results are dead reuse tiles, like registers); *num_tiles = how many the body needs.
-std::vector<int> assign_scratch_tiles(const Node& fused, int* num_tiles);
-// Evaluates node.body tile by tile: one load per input, one store per output, intermediates
-// in SBUF scratch tiles. in/out: the node's operands (out[k] = body value body_outputs[k]).
-void build_fused_elementwise(KernelBuilder& kb, const Node& node, const std::vector<ops::TensorDesc>& in,
-                             const std::vector<ops::TensorDesc>& out);
-// Matmul (in[0] @ in[1]) with node.body applied to every output tile before it is stored.
-// Operands are 2-D with unit stride in one dim (what fuse_matmul_epilogue admits); out[k] is
-// written by step body_outputs[k] (out[0]: the last step); with node.i0 = 1 one more output, the
-// column sums of in[0] (MatmulArgs::a_column_sums).
-void build_fused_matmul(KernelBuilder& kb, const Node& node, const std::vector<ops::TensorDesc>& in,
-                        const std::vector<ops::TensorDesc>& out);
 // ---------------------------------------------------------------- execution
 // Runs a compiled graph with no eager segments on 'core', binding each slot to an HBM
 // address (slot_addrs[slot]). Returns the summed statistics.

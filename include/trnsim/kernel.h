@@ -5,12 +5,14 @@
 // Dependencies: every emitted instruction's footprint (memory space, partition
 // range, byte range of each operand) is compared with earlier accesses; a
 // read-after-write, write-after-read or write-after-write on another queue
-// becomes a SemWait on that queue's completion semaphore. Same-queue order is
-// implicit (queues are in order). This is the job semaphores do in real
-// compiled NEFFs, so tiling and double buffering give overlap automatically.
+// becomes a SemWait on that queue's completion semaphore (src/kernel/
+// dependency_tracker.h). Same-queue order is implicit (queues are in order).
+// This is the job semaphores do in real compiled NEFFs, so tiling and double
+// buffering give overlap automatically.
 #pragma once
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -18,6 +20,9 @@
 #include "trnsim/isa.h"
 
 namespace trnsim {
+
+class DependencyTracker;
+class TileAllocator;
 
 // A region of SBUF or PSUM: [partitions, free...] of one dtype, contiguous free dims.
 struct Tile {
@@ -40,6 +45,9 @@ struct Tile {
 class KernelBuilder {
 public:
     KernelBuilder(const ChipConfig& chip, std::string name, uint64_t hbm_bytes = 0);
+    ~KernelBuilder();
+    KernelBuilder(KernelBuilder&&) noexcept;
+    KernelBuilder& operator=(KernelBuilder&&) noexcept;
 
     const ChipConfig& chip() const { return chip_; }
 
@@ -105,7 +113,7 @@ public:
     // assumed not to overlap (the caller guarantees it, e.g. an op's output is not one of
     // its inputs). Allow aliasing for in-place kernels: dependencies then treat any two
     // argument footprints as overlapping.
-    void set_args_may_alias(bool may_alias) { args_may_alias_ = may_alias; }
+    void set_args_may_alias(bool may_alias);
 
     // Label subsequent instructions (the profiler shows tag names).
     uint32_t tag(const std::string& name);
@@ -114,72 +122,16 @@ public:
     Program finish();   // the builder is empty afterwards
     size_t size() const { return prog_.instrs.size(); }
 
-public:
-    // A live memory footprint and who last touched it.
-    struct Access {
-        MemSpace space;
-        uint8_t arg;              // HBM launch argument, 0 = absolute
-        uint32_t p0, p1;          // partition range [p0, p1) (0..1 for HBM)
-        uint64_t b0, b1;          // byte range [b0, b1) within a partition / of HBM
-        bool is_write;
-        uint32_t queue, seq;      // seq = index of the instruction within its queue
-        // HBM only: when period > 0 the bytes touched within [b0, b1) are those whose offset from b0
-        // modulo period lies in [phase, phase + run) (an element- or row-strided pattern); 0 = dense.
-        uint64_t period = 0, phase = 0, run = 0;
-    };
-    // The live footprints of one memory, bucketed by the bytes they touch (within a partition for
-    // SBUF and PSUM), so that a hazard check visits only the records that can overlap its bytes
-    // instead of every record of the kernel. Member templates are defined in kernel_builder.cpp.
-    class LiveAccesses {
-    public:
-        void reset(uint64_t extent_bytes, uint32_t bin_shift);   // bins of 2^bin_shift bytes
-        void insert(const Access& a);
-        // f(Access&) for the records whose bins meet [b0, b1): every record overlapping those
-        // bytes, and some that do not; a record may be visited more than once.
-        template <class F> void for_each_near(uint64_t b0, uint64_t b1, F&& f);
-        template <class Pred> void erase_near_if(uint64_t b0, uint64_t b1, Pred&& pred);
-        template <class F> void for_each(F&& f);          // every record, once
-        template <class Pred> void erase_if(Pred&& pred);
-        void clear();
-
-    private:
-        struct Entry { uint32_t slot, gen; };
-        std::pair<size_t, size_t> bins_of(uint64_t b0, uint64_t b1) const;
-        template <class F> void scan_bins(uint64_t b0, uint64_t b1, F&& visit);
-        void erase_slot(uint32_t slot);
-        std::vector<Access> slots_;
-        std::vector<uint32_t> gen_;          // bumped when a slot is erased: older entries are stale
-        std::vector<uint8_t> alive_;
-        std::vector<uint32_t> free_;
-        std::vector<std::vector<Entry>> bins_;
-        uint32_t shift_ = 63;
-    };
-
 private:
     void emit_dma(Opcode op, const AccessPattern& dst, const AccessPattern& src, int queue);
-    void add_dependencies(Instruction& ins);
-    void record_access(const Instruction& ins, uint32_t queue, uint32_t seq);
-    void add_access(const Access& a);
 
     ChipConfig chip_;
     uint64_t hbm_bytes_;
     Program prog_;
     uint32_t tag_ = 0;
     uint32_t next_dma_queue_ = 0;
-    bool args_may_alias_ = false;
-    std::vector<uint32_t> queue_count_;      // instructions emitted per queue
-    // Live footprints (pruned as they are overwritten), one index per MemSpace: a footprint can
-    // only meet records of its own memory.
-    std::array<LiveAccesses, 3> accesses_;
-    std::vector<uint32_t> fence_;            // queue_count_ at the last barrier()
-    uint64_t fence_pending_ = 0;             // queues that have not yet waited on the last barrier
-
-public:
-    struct Block { uint64_t begin, end; };   // free byte range of the on-chip allocators
-
-private:
-    std::vector<Block> sbuf_free_, psum_banks_free_;
-    uint64_t sbuf_in_use_ = 0, sbuf_peak_ = 0;
+    std::unique_ptr<DependencyTracker> deps_;   // src/kernel/dependency_tracker.h
+    std::unique_ptr<TileAllocator> tiles_;      // src/kernel/tile_allocator.h
 };
 
 }  // namespace trnsim

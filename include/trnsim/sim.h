@@ -86,18 +86,7 @@ private:
     std::vector<uint8_t> sbuf_, psum_;
 };
 
-// fp32 copy of the moving operands of the last matmul chain, valid while nothing
-// writes SBUF bytes [b0, b1) of partitions [p0, p1) (the run loop invalidates it).
-struct MovingOperandCache {
-    bool valid = false;
-    std::vector<AccessPattern> operands;
-    uint32_t p0 = 0, p1 = 0;
-    uint64_t b0 = 0, b1 = 0;   // conservative byte bound within a partition
-    std::vector<float> data;
-    // The same for the stacked stationaries of recent matmul batches (an A panel swept
-    // once per moving chunk), one entry per batch, each with its own bounds.
-    std::vector<MovingOperandCache> stationaries;
-};
+struct MovingOperandCache;   // src/sim/exec/matmul_batch.h
 class TimingModel;   // src/sim/timing.h
 
 class NeuronCore {
@@ -130,22 +119,21 @@ private:
     void invalidate_cached_operands(const AccessPattern& dst);
 
     Program relocated_;   // scratch: the last program with its arguments bound
-    MovingOperandCache moving_cache_;
+    std::unique_ptr<MovingOperandCache> moving_cache_;
     std::unordered_map<uint64_t, RunStats> timing_memo_;   // Program::id -> stats relative to its start
 };
 
+// ---------------------------------------------------------------- engine-time estimates
+// Closed forms of the rates the timing model charges a streaming engine (VectorE, ScalarE,
+// GpSimdE; src/sim/cost_model.cpp), for kernels and the compiler choosing an engine or a split.
+const StreamEngineConfig& stream_engine_config(const ChipConfig& chip, Engine e);
+// Nanoseconds per element per partition at `cycles_per_elem` engine cycles per element.
+double stream_ns_per_elem(const StreamEngineConfig& e, double cycles_per_elem);
+// One instruction over n elements per partition: max(MIN_II, n x cycles_per_elem / rate) +
+// the fixed overhead + `tensor_accesses` static access overheads, in nanoseconds.
+double estimate_stream_ns(const StreamEngineConfig& e, double n, double cycles_per_elem, int tensor_accesses);
+
 // Functional semantics of one instruction (dispatches to src/sim/exec/<name>.cpp).
 void execute(CoreMemory& mem, const Instruction& ins);
-// Consecutive nc_matmuls into the same PSUM tile, all but the first accumulating:
-// executed as one product (same result up to fp32 association order).
-void execute_matmul_chain(CoreMemory& mem, const Instruction* chain, size_t count,
-                          MovingOperandCache* cache = nullptr);
-// Several such chains with identical moving operands, into distinct PSUM tiles, executed
-// as one product (the run loop checks that nothing between them touches their operands).
-struct MatmulChainRef {
-    const Instruction* first;
-    size_t count;
-};
-void execute_matmul_batch(CoreMemory& mem, const MatmulChainRef* chains, size_t count, MovingOperandCache* cache);
 
 }  // namespace trnsim

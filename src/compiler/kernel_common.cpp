@@ -1,6 +1,7 @@
 // One fused step as ISA instructions, and the engine balancer of the fused kernels.
 #include "kernel_common.h"
 
+#include "trnsim/sim.h"
 #include "trnsim/tiling.h"
 
 namespace trnsim::compiler {
@@ -50,9 +51,6 @@ void emit_activation_backward(KernelBuilder& kb, EngineBalancer& engines, ops::A
 }
 
 
-const StreamEngineConfig& engine_config(const ChipConfig& chip, Engine e) {
-    return e == Engine::Scalar ? chip.scalar : e == Engine::GpSimd ? chip.gpsimd : chip.vector;
-}
 
 }  // namespace
 
@@ -62,10 +60,8 @@ Engine EngineBalancer::pick(std::initializer_list<Engine> allowed, uint64_t elem
     bool first = true;
     for (Engine e : allowed) {
         if (touches_psum && e == Engine::GpSimd) continue;
-        const StreamEngineConfig& c = engine_config(chip_, e);
-        const double cycles = std::max<double>(static_cast<double>(elems) / std::max(1u, c.elems_per_cycle), c.min_ii_cycles) +
-                              c.fixed_overhead_cycles + c.access_overhead_cycles;
-        const double end = busy_ns_[static_cast<int>(e)] + cycles / c.clock_ghz;
+        const double end =
+            busy_ns_[static_cast<int>(e)] + estimate_stream_ns(stream_engine_config(chip_, e), static_cast<double>(elems), 1, 1);
         if (first || end < best_end) best = e, best_end = end, first = false;
     }
     busy_ns_[static_cast<int>(best)] = best_end;

@@ -2,7 +2,7 @@
 #pragma once
 #include <array>
 
-#include "trnsim/compiler.h"
+#include "passes.h"
 
 namespace trnsim::compiler {
 

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "passes.h"
 #include "trnsim/compiler.h"
 
 namespace trnsim::compiler {

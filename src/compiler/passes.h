@@ -1,4 +1,5 @@
-// Helpers shared by the compiler passes (src/compiler/*.cpp).
+// The compiler's passes, memory planning, lowering and fused kernels, and the helpers they
+// share (private to src/compiler; the public interface is trnsim/compiler.h).
 #pragma once
 #include <vector>
 
@@ -6,6 +7,37 @@
 
 namespace trnsim::compiler {
 
+// ---------------------------------------------------------------- the passes, in pipeline order
+void canonicalize(Graph& g, PassContext& ctx);
+void fuse_softmax(Graph& g, PassContext& ctx);
+void fuse_attention(Graph& g, PassContext& ctx);
+void fuse_norm(Graph& g, PassContext& ctx);
+void fuse_matmul_epilogue(Graph& g, PassContext& ctx);
+void fuse_matmul_column_sums(Graph& g, PassContext& ctx);
+void fuse_elementwise(Graph& g, PassContext& ctx);
+void schedule(Graph& g, PassContext& ctx);
+
+// ---------------------------------------------------------------- memory plan and lowering
+MemoryPlan plan_memory(const Graph& g, PassContext& ctx);
+// Lowers a scheduled, planned graph: one Program per run of lowered nodes between eager nodes.
+std::vector<Segment> lower_to_program(const Graph& g, const MemoryPlan& plan, const ChipConfig& chip);
+
+// ---------------------------------------------------------------- fused kernels (src/compiler/kernel_*.cpp)
+// SBUF scratch tiles of a fused elementwise body: the tile each step writes (steps whose
+// results are dead reuse tiles, like registers); *num_tiles = how many the body needs.
+std::vector<int> assign_scratch_tiles(const Node& fused, int* num_tiles);
+// Evaluates node.body tile by tile: one load per input, one store per output, intermediates
+// in SBUF scratch tiles. in/out: the node's operands (out[k] = body value body_outputs[k]).
+void build_fused_elementwise(KernelBuilder& kb, const Node& node, const std::vector<ops::TensorDesc>& in,
+                             const std::vector<ops::TensorDesc>& out);
+// Matmul (in[0] @ in[1]) with node.body applied to every output tile before it is stored.
+// Operands are 2-D with unit stride in one dim (what fuse_matmul_epilogue admits); out[k] is
+// written by step body_outputs[k] (out[0]: the last step); with node.i0 = 1 one more output, the
+// column sums of in[0] (MatmulArgs::a_column_sums).
+void build_fused_matmul(KernelBuilder& kb, const Node& node, const std::vector<ops::TensorDesc>& in,
+                        const std::vector<ops::TensorDesc>& out);
+
+// ---------------------------------------------------------------- helpers
 // Every read of value 'from' (node inputs, graph outputs) now reads 'to'.
 void replace_uses(Graph& g, int from, int to);
 // Marks nodes whose outputs nobody reads (and that are not graph outputs) dead; returns how many.

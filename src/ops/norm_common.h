@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "trnsim/ops.h"
+#include "trnsim/sim.h"
 #include "trnsim/tiling.h"
 
 namespace trnsim::ops::norm_detail {
@@ -196,9 +197,9 @@ inline void run_pipeline(size_t n, const std::vector<PipelineStage>& stages) {
             if (k + s.lead >= max_lead && k + s.lead - max_lead < n) s.run(k + s.lead - max_lead);
 }
 
-// Nanoseconds per element of a pass of one engine over a row (preset rates).
+// Nanoseconds per element of a pass of one engine over a row (the sim's estimate).
 inline double ns_per_elem(const StreamEngineConfig& e, double cycles_per_elem) {
-    return cycles_per_elem / (std::max<uint32_t>(1, e.elems_per_cycle) * e.clock_ghz);
+    return stream_ns_per_elem(e, cycles_per_elem);
 }
 
 // Two-input elementwise passes over D columns split between the VectorE (columns [0, c)) and the
@@ -219,10 +220,7 @@ inline uint32_t vector_columns(const ChipConfig& chip, uint32_t D, int ops, doub
 // Estimated busy nanoseconds of one pass over n elements per partition on engine e, reading and
 // writing 'operands' tensors (their access overheads count where e does not pipeline them).
 inline double pass_ns(const StreamEngineConfig& e, double n, double cycles_per_elem, int operands) {
-    double c = std::max<double>(e.min_ii_cycles, n * cycles_per_elem / std::max<uint32_t>(1, e.elems_per_cycle)) +
-               e.fixed_overhead_cycles;
-    if (!e.access_overhead_pipelined) c += static_cast<double>(e.access_overhead_cycles) * operands;
-    return c / e.clock_ghz;
+    return estimate_stream_ns(e, n, cycles_per_elem, e.access_overhead_pipelined ? 0 : operands);
 }
 
 // Runs op(first column, count, engine) on the VectorE's and the GpSimdE's column ranges.

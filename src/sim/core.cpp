@@ -1,6 +1,7 @@
 // NeuronCore: runs programs functionally (unless timing-only) and on the timing model.
 #include <algorithm>
 
+#include "exec/matmul_batch.h"
 #include "timing.h"
 #include "trnsim/sim.h"
 
@@ -21,6 +22,7 @@ NeuronCore::NeuronCore(const ChipConfig& chip, ExecMode mode, uint64_t hbm_bytes
     uint64_t size = hbm_bytes ? hbm_bytes : chip_.hbm_capacity_per_core();
     mem_ = std::make_unique<CoreMemory>(chip_, size, mode == ExecMode::Functional);
     timing_ = std::make_unique<TimingModel>(chip_);
+    moving_cache_ = std::make_unique<MovingOperandCache>();
 }
 
 NeuronCore::~NeuronCore() = default;
@@ -107,8 +109,8 @@ static void relocate(const Program& prog, const uint64_t* args, Program& out) {
 // Drops cached fp32 operand copies whose SBUF bytes 'dst' may overwrite.
 void NeuronCore::invalidate_cached_operands(const AccessPattern& dst) {
     if (dst.space != MemSpace::SBUF) return;
-    if (moving_cache_.valid && writes_sbuf_under(dst, moving_cache_)) moving_cache_.valid = false;
-    for (MovingOperandCache& e : moving_cache_.stationaries)
+    if (moving_cache_->valid && writes_sbuf_under(dst, *moving_cache_)) moving_cache_->valid = false;
+    for (MovingOperandCache& e : moving_cache_->stationaries)
         if (e.valid && writes_sbuf_under(dst, e)) e.valid = false;
 }
 
@@ -119,8 +121,8 @@ void NeuronCore::execute_functional(const Program& prog) {
     constexpr size_t kMaxMatmulBatch = 8;
     const auto& in = prog.instrs;
     std::vector<std::pair<size_t, size_t>> ahead;   // later chains already executed in a batch
-    moving_cache_.valid = false;
-    for (MovingOperandCache& e : moving_cache_.stationaries) e.valid = false;
+    moving_cache_->valid = false;
+    for (MovingOperandCache& e : moving_cache_->stationaries) e.valid = false;
     size_t index = 0;
     while (index < in.size()) {
         if (!ahead.empty() && ahead.front().first == index) {
@@ -151,7 +153,7 @@ void NeuronCore::execute_functional(const Program& prog) {
                 ahead.push_back({c0, c1});
                 scan = c1;
             }
-            execute_matmul_batch(*mem_, batch.data(), batch.size(), &moving_cache_);
+            execute_matmul_batch(*mem_, batch.data(), batch.size(), moving_cache_.get());
         } else {
             execute(*mem_, ins);
             for_each_operand(ins, [&](const OperandInfo& d, const AccessPattern& ap) {

@@ -36,13 +36,6 @@ int64_t cycles_to_ps(double cycles, double clock_ghz) {
 bool is_two_byte(DType t) { return t == DType::bf16 || t == DType::f16; }
 bool is_fp8(DType t) { return t == DType::fp8_e4m3 || t == DType::fp8_e5m2; }
 
-const StreamEngineConfig& stream_engine(const ChipConfig& chip, Engine e) {
-    switch (e) {
-        case Engine::Scalar: return chip.scalar;
-        case Engine::GpSimd: return chip.gpsimd;
-        default: return chip.vector;
-    }
-}
 
 // The destination starts on another partition than the (same-sized) source: the cross-half or
 // cross-quadrant data movement of the engines (trainium_inferentia2_arch, Cross-Partition Connectivity).
@@ -120,6 +113,24 @@ double stream_cycles(const Instruction& ins, const StreamEngineConfig& eng, bool
 
 }  // namespace
 
+const StreamEngineConfig& stream_engine_config(const ChipConfig& chip, Engine e) {
+    switch (e) {
+        case Engine::Scalar: return chip.scalar;
+        case Engine::GpSimd: return chip.gpsimd;
+        default: return chip.vector;
+    }
+}
+
+double stream_ns_per_elem(const StreamEngineConfig& e, double cycles_per_elem) {
+    return cycles_per_elem / (std::max<uint32_t>(1, e.elems_per_cycle) * e.clock_ghz);
+}
+
+double estimate_stream_ns(const StreamEngineConfig& e, double n, double cycles_per_elem, int tensor_accesses) {
+    const double c = std::max<double>(e.min_ii_cycles, n * cycles_per_elem / std::max<uint32_t>(1, e.elems_per_cycle)) +
+                     e.fixed_overhead_cycles + static_cast<double>(e.access_overhead_cycles) * tensor_accesses;
+    return c / e.clock_ghz;
+}
+
 void for_each_tensor_operand(const Instruction& ins, const std::function<void(const AccessPattern&)>& f) {
     if (ins.engine == Engine::DMA) return;
     for_each_operand(ins, [&](const OperandInfo&, const AccessPattern& ap) { f(ap); });
@@ -146,7 +157,7 @@ int64_t compute_cost_ps(const Instruction& ins, const ChipConfig& chip, bool sta
         if (ins.flags & F_DEPENDS_ON_PREV) c += te.dependent_turnaround_cycles;
         return cycles_to_ps(c, te.clock_ghz);
     }
-    const StreamEngineConfig& eng = stream_engine(chip, ins.engine);
+    const StreamEngineConfig& eng = stream_engine_config(chip, ins.engine);
     double c = stream_cycles(ins, eng, back_to_back);
     if (reads_accumulation) c += eng.accumulation_read_cycles;
     return cycles_to_ps(c, eng.clock_ghz);

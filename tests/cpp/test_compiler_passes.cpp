@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "compiler/passes.h"
 #include "compiler_test_util.h"
 
 namespace trnsim::compiler_test {

@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "exec_common.h"
+#include "matmul_batch.h"
 
 namespace trnsim {
 
