@@ -15,7 +15,7 @@
 
 set(TRNSIM_LAYERS isa sim kernel ops runtime profiler compiler)
 set(TRNSIM_LAYER_isa_HEADERS "dtype.h;chip.h;isa.h;instructions.def")
-set(TRNSIM_LAYER_sim_HEADERS "sim.h")
+set(TRNSIM_LAYER_sim_HEADERS "sim.h;interrupt.h")
 set(TRNSIM_LAYER_kernel_HEADERS "kernel.h;tiling.h")
 set(TRNSIM_LAYER_ops_HEADERS "ops.h;ops/")
 set(TRNSIM_LAYER_runtime_HEADERS "runtime.h")

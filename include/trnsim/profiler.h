@@ -107,7 +107,8 @@ public:
     Profiler& operator=(const Profiler&) = delete;
     ~Profiler();
 
-    // Starts / stops recording a device. The device must outlive the attachment.
+    // Starts / stops recording a device. The device must outlive the attachment. Recording
+    // (record, push_scope, pop_scope) may happen from several threads at once.
     void attach(Device& device);
     void detach(Device& device);
     void detach_all();
@@ -161,8 +162,12 @@ private:
         ChipConfig chip;
         std::vector<OpenScope> open;
     };
-    DeviceState& state(const Device& device);
+    DeviceState& state_locked(const Device& device);
 
+    // Guards what recording appends (launches, records, scopes, devices): record() runs on
+    // launching threads while others open scopes. Readers of the recorded data (launches(),
+    // summarize(), ...) run once recording has stopped.
+    mutable std::mutex mutex_;
     StringTable strings_;
     std::vector<LaunchEvent> launches_;
     std::vector<InstrRecord> records_;

@@ -6,7 +6,12 @@
 //   HbmAllocator  first-fit allocator of device addresses with exact accounting.
 //   ProgramCache  built Programs by signature, shared by everything that launches kernels
 //                 (the PyTorch backend's operators, the compiler, benchmarks).
+//
+// Threads: every class here may be used from several threads at once. A Device runs one
+// operation (launch, copy) at a time, in the order the callers take its lock; different
+// Devices run independently. docs/reliability.md lists every thread-safe entry point.
 #pragma once
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <list>
@@ -30,20 +35,23 @@ struct OutOfMemory : std::runtime_error {
 };
 
 // First-fit, address-ordered allocator over [0, capacity) with 512-byte
-// alignment. Never touches memory. Exact statistics.
+// alignment. Never touches memory. Exact statistics. Thread safe.
 class HbmAllocator {
 public:
     explicit HbmAllocator(uint64_t capacity, uint64_t alignment = 512);
     uint64_t allocate(uint64_t bytes);        // throws OutOfMemory
     void release(uint64_t addr);              // throws std::invalid_argument for unknown addresses
     uint64_t capacity() const { return capacity_; }
-    uint64_t in_use() const { return in_use_; }
-    uint64_t peak() const { return peak_; }
-    void reset_peak() { peak_ = in_use_; }
+    uint64_t in_use() const;
+    uint64_t peak() const;
+    void reset_peak();
     uint64_t largest_free_block() const;
-    size_t live_allocations() const { return live_.size(); }
+    size_t live_allocations() const;
 
 private:
+    uint64_t largest_free_block_locked() const;
+
+    mutable std::mutex mutex_;
     uint64_t capacity_, alignment_, in_use_ = 0, peak_ = 0;
     std::map<uint64_t, uint64_t> free_;       // addr -> size
     std::map<uint64_t, uint64_t> live_;       // addr -> size
@@ -94,6 +102,11 @@ private:
 ProgramCache& shared_program_cache();
 
 // One simulated NeuronCore as a framework device.
+//
+// Thread safe: launch() and the copies hold the device's lock, so concurrent callers run one
+// at a time, each program after everything already run (the core is an in-order machine).
+// Callers that need several operations to stay together (a stream's work and the stream's
+// time cursor) hold lock() around them; it is recursive.
 class Device {
 public:
     Device(const ChipConfig& chip, int index, ExecMode mode);
@@ -101,8 +114,11 @@ public:
     int index() const { return index_; }
     const ChipConfig& chip() const { return core_.chip(); }
     ExecMode mode() const { return core_.mode(); }
+    // The core itself: only under lock() while other threads may use the device.
     NeuronCore& core() { return core_; }
     HbmAllocator& allocator() { return alloc_; }
+
+    std::unique_lock<std::recursive_mutex> lock() const { return std::unique_lock<std::recursive_mutex>(mutex_); }
 
     // Host address of device address 'addr' (valid, untouchable in timing-only mode).
     void* host_ptr(uint64_t addr) { return core_.memory().hbm_base() + addr; }
@@ -119,19 +135,29 @@ public:
     // goes to the active recorder.
     RunStats launch(const Program& prog, const std::vector<uint64_t>& args = {});
 
-    int64_t now_ps() const { return core_.now_ps(); }
-    const RunStats& totals() const { return totals_; }
+    // Device time at which everything run so far has finished; lock-free (a recorder or a
+    // profiler may ask while another thread launches).
+    int64_t now_ps() const { return now_ps_.load(std::memory_order_acquire); }
+    RunStats totals() const;
 
-    // Profiler hook: receives every launched program's records.
+    // Profiler hook: receives every launched program's records, on the launching thread with
+    // the device's lock held. set_recorder() returns once no launch still runs the previous
+    // recorder (so its captures may be destroyed); it must not be called from a recorder, nor
+    // while holding a lock that a recorder takes.
     using Recorder = std::function<void(const Device&, const Program&, const std::vector<InstrRecord>&)>;
-    void set_recorder(Recorder r) { recorder_ = std::move(r); }
+    void set_recorder(Recorder r);
 
 private:
+    void publish_time() { now_ps_.store(core_.now_ps(), std::memory_order_release); }
+
     int index_;
+    mutable std::recursive_mutex mutex_;   // guards core_, totals_, scratch_
     NeuronCore core_;
     HbmAllocator alloc_;
     RunStats totals_;
-    Recorder recorder_;
+    std::atomic<int64_t> now_ps_{0};
+    std::mutex recorder_mutex_;            // guards recorder_ (the pointer, not the calls)
+    std::shared_ptr<const Recorder> recorder_;
     std::vector<InstrRecord> scratch_;
 };
 

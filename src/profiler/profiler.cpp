@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <stdexcept>
+#include <utility>
 
 namespace trnsim::profiler {
 
@@ -76,36 +77,47 @@ uint64_t sbuf_footprint(const Program& prog) {
 
 Profiler::~Profiler() { detach_all(); }
 
-Profiler::DeviceState& Profiler::state(const Device& device) {
+Profiler::DeviceState& Profiler::state_locked(const Device& device) {
     auto [it, inserted] = devices_.try_emplace(device.index());
     if (inserted) it->second.chip = device.chip();
     return it->second;
 }
 
+// set_recorder() waits for launches running the previous recorder, and those take mutex_ in
+// record(): it is called with mutex_ released.
 void Profiler::attach(Device& device) {
-    DeviceState& st = state(device);
-    st.device = &device;
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        state_locked(device).device = &device;
+    }
     device.set_recorder([this](const Device& d, const Program& p, const std::vector<InstrRecord>& r) {
         record(d, p, r);
     });
 }
 
 void Profiler::detach(Device& device) {
-    auto it = devices_.find(device.index());
-    if (it == devices_.end() || it->second.device != &device) return;
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        auto it = devices_.find(device.index());
+        if (it == devices_.end() || it->second.device != &device) return;
+        it->second.device = nullptr;
+    }
     device.set_recorder(nullptr);
-    it->second.device = nullptr;
 }
 
 void Profiler::detach_all() {
-    for (auto& [index, st] : devices_) {
-        if (st.device) st.device->set_recorder(nullptr);
-        st.device = nullptr;
+    std::vector<Device*> attached;
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        for (auto& [index, st] : devices_)
+            if (st.device) attached.push_back(std::exchange(st.device, nullptr));
     }
+    for (Device* d : attached) d->set_recorder(nullptr);
 }
 
 void Profiler::record(const Device& device, const Program& prog, const std::vector<InstrRecord>& records) {
-    DeviceState& st = state(device);
+    std::lock_guard<std::mutex> lock(mutex_);
+    DeviceState& st = state_locked(device);
     LaunchEvent ev{};
     ev.device = device.index();
     ev.kernel = strings_.intern(prog.name);
@@ -134,7 +146,8 @@ void Profiler::record(const Device& device, const Program& prog, const std::vect
 }
 
 uint32_t Profiler::push_scope(Device& device, std::string_view name, ScopeKind kind) {
-    DeviceState& st = state(device);
+    std::lock_guard<std::mutex> lock(mutex_);
+    DeviceState& st = state_locked(device);
     auto id = static_cast<uint32_t>(scopes_.size());
     uint32_t name_id = strings_.intern(name);
     scopes_.push_back(ScopeEvent{device.index(), name_id, kind, static_cast<uint32_t>(st.open.size()),
@@ -144,7 +157,8 @@ uint32_t Profiler::push_scope(Device& device, std::string_view name, ScopeKind k
 }
 
 void Profiler::pop_scope(Device& device, uint32_t id) {
-    DeviceState& st = state(device);
+    std::lock_guard<std::mutex> lock(mutex_);
+    DeviceState& st = state_locked(device);
     auto it = std::find_if(st.open.begin(), st.open.end(), [id](const OpenScope& s) { return s.id == id; });
     if (it == st.open.end())
         throw std::invalid_argument("profiler: scope " + std::to_string(id) + " is not open on device " +

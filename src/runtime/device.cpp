@@ -1,7 +1,10 @@
 // Device: one NeuronCore as a framework device.
 #include <cstring>
+#include <memory>
 #include <sstream>
 #include <string>
+#include <thread>
+#include <utility>
 
 #include "trnsim/runtime.h"
 
@@ -35,8 +38,10 @@ uint64_t Device::device_addr(const void* host_ptr) const {
 
 void Device::copy_to_device(uint64_t dst, const void* src, uint64_t bytes) {
     if (bytes == 0) return;
+    auto held = lock();
     if (core_.mode() == ExecMode::Functional) std::memcpy(core_.memory().hbm(dst), src, bytes);
     core_.advance_to(core_.now_ps() + host_transfer_ps(bytes));
+    publish_time();
 }
 
 void Device::copy_to_host(void* dst, uint64_t src, uint64_t bytes) {
@@ -45,26 +50,53 @@ void Device::copy_to_host(void* dst, uint64_t src, uint64_t bytes) {
         throw std::logic_error("neuron:" + std::to_string(index_) + " runs in timing-only mode: its memory holds "
                                "no values, so nothing can be copied to the host (" + std::to_string(bytes) +
                                " bytes requested)");
+    auto held = lock();
     std::memcpy(dst, core_.memory().hbm(src), bytes);
     charge_copy_to_host(bytes);
 }
 
 void Device::charge_copy_to_host(uint64_t bytes) {
     if (bytes == 0) return;
+    auto held = lock();
     core_.advance_to(core_.now_ps() + host_transfer_ps(bytes));
+    publish_time();
 }
 
 RunStats Device::launch(const Program& prog, const std::vector<uint64_t>& args) {
+    auto held = lock();
+    std::shared_ptr<const Recorder> recorder;
+    {
+        std::lock_guard<std::mutex> guard(recorder_mutex_);
+        recorder = recorder_;
+    }
     RunStats st;
-    if (recorder_) {
+    if (recorder) {
         scratch_.clear();
         st = core_.run(prog, &scratch_, args.data(), args.size());
-        recorder_(*this, prog, scratch_);
+        publish_time();
+        (*recorder)(*this, prog, scratch_);
     } else {
         st = core_.run(prog, nullptr, args.data(), args.size());
+        publish_time();
     }
     totals_.add(st);
     return st;
+}
+
+RunStats Device::totals() const {
+    auto held = lock();
+    return totals_;
+}
+
+void Device::set_recorder(Recorder r) {
+    std::shared_ptr<const Recorder> next = r ? std::make_shared<const Recorder>(std::move(r)) : nullptr;
+    std::shared_ptr<const Recorder> previous;
+    {
+        std::lock_guard<std::mutex> guard(recorder_mutex_);
+        previous = std::exchange(recorder_, std::move(next));
+    }
+    // A launch in flight holds its own reference to the previous recorder until it returns.
+    while (previous && previous.use_count() > 1) std::this_thread::yield();
 }
 
 }  // namespace trnsim

@@ -4,6 +4,7 @@
 // the block with its free neighbours, so the free list is always coalesced.
 #include <cstdio>
 #include <iterator>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 
@@ -35,6 +36,7 @@ HbmAllocator::HbmAllocator(uint64_t capacity, uint64_t alignment)
 }
 
 uint64_t HbmAllocator::allocate(uint64_t bytes) {
+    std::lock_guard<std::mutex> lock(mutex_);
     uint64_t size = round_up(bytes == 0 ? 1 : bytes, alignment_);
     for (auto it = free_.begin(); it != free_.end(); ++it) {
         if (it->second < size) continue;
@@ -49,10 +51,11 @@ uint64_t HbmAllocator::allocate(uint64_t bytes) {
     }
     throw OutOfMemory("HBM out of memory: tried to allocate " + mib(size) + "; capacity " +
                       mib(capacity_) + ", " + mib(in_use_) + " in use, largest free block " +
-                      mib(largest_free_block()));
+                      mib(largest_free_block_locked()));
 }
 
 void HbmAllocator::release(uint64_t addr) {
+    std::lock_guard<std::mutex> lock(mutex_);
     auto live = live_.find(addr);
     if (live == live_.end())
         throw std::invalid_argument("HbmAllocator::release: address " + std::to_string(addr) +
@@ -77,7 +80,32 @@ void HbmAllocator::release(uint64_t addr) {
     free_.emplace(begin, size);
 }
 
+uint64_t HbmAllocator::in_use() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return in_use_;
+}
+
+uint64_t HbmAllocator::peak() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return peak_;
+}
+
+void HbmAllocator::reset_peak() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    peak_ = in_use_;
+}
+
+size_t HbmAllocator::live_allocations() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return live_.size();
+}
+
 uint64_t HbmAllocator::largest_free_block() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return largest_free_block_locked();
+}
+
+uint64_t HbmAllocator::largest_free_block_locked() const {
     uint64_t largest = 0;
     for (const auto& [addr, size] : free_)
         if (size > largest) largest = size;

@@ -3,6 +3,7 @@
 
 #include "exec/matmul_batch.h"
 #include "timing.h"
+#include "trnsim/interrupt.h"
 #include "trnsim/sim.h"
 
 namespace trnsim {
@@ -114,10 +115,25 @@ void NeuronCore::invalidate_cached_operands(const AccessPattern& dst) {
         if (e.valid && writes_sbuf_under(dst, e)) e.valid = false;
 }
 
+namespace {
+
+// The interrupt epoch at which this thread's run in progress began.
+thread_local uint64_t tls_run_epoch = 0;
+
+// Throws Interrupted when interrupt_runs() was called since the run began (at 'epoch').
+void check_interrupt(uint64_t epoch, const Program& prog, size_t index) {
+    if (interrupt_epoch().load(std::memory_order_relaxed) == epoch) return;
+    throw Interrupted("simulation of " + prog.name + " interrupted at instruction " + std::to_string(index) +
+                      " of " + std::to_string(prog.instrs.size()));
+}
+
+}  // namespace
+
 // Functional pass: every instruction's semantics in program order, except that matmul
 // chains sweeping the same moving operands run together when nothing between them touches
 // their operands or PSUM tiles.
 void NeuronCore::execute_functional(const Program& prog) {
+    const uint64_t epoch = tls_run_epoch;
     constexpr size_t kMaxMatmulBatch = 8;
     const auto& in = prog.instrs;
     std::vector<std::pair<size_t, size_t>> ahead;   // later chains already executed in a batch
@@ -130,6 +146,7 @@ void NeuronCore::execute_functional(const Program& prog) {
             ahead.erase(ahead.begin());
             continue;
         }
+        if ((index & 63) == 0) check_interrupt(epoch, prog, index);
         const Instruction& ins = in[index];
         size_t end = index + 1;
         if (ins.op == Opcode::nc_matmul) {
@@ -184,6 +201,8 @@ RunStats NeuronCore::run(const Program& program, std::vector<InstrRecord>* recor
     const Program& prog = *bound;
     if (!memo && !prog.prevalidated)
         for (const Instruction& ins : program.instrs) validate(ins, chip_, mem_->hbm_size());
+    const uint64_t epoch = interrupt_epoch().load(std::memory_order_relaxed);
+    tls_run_epoch = epoch;
     if (functional) execute_functional(prog);
 
     RunStats st;
@@ -199,6 +218,7 @@ RunStats NeuronCore::run(const Program& program, std::vector<InstrRecord>* recor
     if (records) records->reserve(records->size() + prog.instrs.size());
     uint32_t index = 0;
     for (const Instruction& ins : prog.instrs) {
+        if ((index & 255) == 0) check_interrupt(epoch, program, index);
         TimingModel::Slot s = timing_->schedule(ins);
         const uint32_t q = ins.queue();
         st.busy_ps[q] += s.end_ps - s.start_ps;

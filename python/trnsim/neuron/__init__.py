@@ -8,6 +8,7 @@ Devices are the logical NeuronCores of the chip named by TRNSIM_CHIP
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import threading
@@ -20,12 +21,13 @@ from trnsim import _C
 __all__ = [
     "Event", "Stream", "current_device", "current_stream", "device", "device_count",
     "empty_cache", "fallback_ops", "get_amp_supported_dtype", "get_device_capability", "get_device_name",
-    "get_device_properties",
+    "get_device_properties", "kernel_cache_stats",
     "get_rng_state", "get_rng_state_all", "initial_seed", "is_available", "is_bf16_supported",
     "is_initialized", "manual_seed", "manual_seed_all", "max_memory_allocated",
     "max_memory_reserved", "mem_get_info", "memory_allocated", "memory_reserved",
     "memory_stats", "reset_fallback_ops", "reset_peak_memory_stats", "seed", "seed_all",
-    "set_device", "set_rng_state", "set_rng_state_all", "set_stream", "stream", "synchronize",
+    "set_device", "set_kernel_cache_capacity", "set_rng_state", "set_rng_state_all", "set_stream", "stream",
+    "synchronize",
 ]
 
 _initialized = False
@@ -269,6 +271,20 @@ def empty_cache() -> None:
     torch.accelerator.empty_cache()
 
 
+# ---- the kernel cache (built programs by signature, least recently used evicted first)
+
+def kernel_cache_stats() -> dict[str, int]:
+    """entries, capacity, instructions (held by the cached programs), hits, misses, evictions."""
+    return dict(_C._program_cache_stats())
+
+
+def set_kernel_cache_capacity(entries: int) -> None:
+    """Bounds the kernel cache to 'entries' programs (default 8192), evicting down to it now."""
+    if entries < 1:
+        raise ValueError(f"the kernel cache holds at least one program, got {entries}")
+    _C._set_program_cache_capacity(int(entries))
+
+
 # ---- operators running on the CPU for lack of a native kernel
 
 def fallback_ops() -> dict[str, int]:
@@ -301,6 +317,16 @@ def _register() -> None:
 
 if not hasattr(torch, "neuron"):
     _register()
+
+
+def _quiesce_at_exit() -> None:
+    """Autograd's neuron worker threads finish their last task before the interpreter finalizes
+    (a thread still releasing Python objects then would abort the process: runtime/shutdown.h)."""
+    if _C._any_device_created():
+        _C._quiesce_autograd_threads()
+
+
+atexit.register(_quiesce_at_exit)
 
 # TRNSIM_CUDA_COMPAT=1: torch.cuda code runs on neuron (trnsim.cuda_compat turns itself on when
 # imported; if it is being imported right now, which imported torch and so this module, it will).

@@ -1,6 +1,7 @@
 #include "profiler/launch_recording.h"
 
 #include <algorithm>
+#include <memory>
 #include <mutex>
 #include <unordered_map>
 
@@ -25,19 +26,19 @@ State& state() {
     return *s;
 }
 
-// Installs the forwarder on 'device' when it has consumers, else removes its recorder.
-// Caller holds the lock.
+// Installs on 'device' a forwarder to a snapshot of its consumers, or removes its recorder
+// when it has none. The forwarder takes no lock of ours (set_recorder waits for launches
+// still running the previous one, with our lock held). Caller holds the lock.
 void update_recorder(State& s, Device& device) {
-    const bool any = std::any_of(s.consumers.begin(), s.consumers.end(),
-                                 [&](const Attached& a) { return a.device == &device; });
-    if (!any) {
+    auto consumers = std::make_shared<std::vector<Consumer>>();
+    for (const Attached& a : s.consumers)
+        if (a.device == &device) consumers->push_back(a.consumer);
+    if (consumers->empty()) {
         device.set_recorder(nullptr);
         return;
     }
-    device.set_recorder([&s](const Device& d, const Program& prog, const std::vector<InstrRecord>& records) {
-        std::lock_guard<std::mutex> lock(s.mutex);
-        for (const Attached& a : s.consumers)
-            if (a.device == &d) a.consumer(d, prog, records);
+    device.set_recorder([consumers](const Device& d, const Program& prog, const std::vector<InstrRecord>& records) {
+        for (const Consumer& c : *consumers) c(d, prog, records);
     });
 }
 

@@ -16,7 +16,8 @@ namespace trnsim::neuron::launch_recording {
 using Consumer = std::function<void(const Device&, const Program&, const std::vector<InstrRecord>&)>;
 
 // Attaches 'consumer' to 'device'; returns its id. The consumer runs on the launching
-// thread, under a lock shared by all devices: it must not attach or detach consumers.
+// thread with the device's lock held (consumers of different devices may run at once): it
+// must not attach or detach consumers, and guards what it shares with other threads.
 uint64_t attach(Device& device, Consumer consumer);
 // Detaches consumer 'id'; once this returns, the consumer is no longer called.
 void detach(uint64_t id);

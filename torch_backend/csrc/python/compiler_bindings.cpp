@@ -151,11 +151,15 @@ void init_compiler_bindings(py::module_& m) {
         const compiler::Segment& s = cg.segments[segment];
         const auto index = static_cast<c10::DeviceIndex>(device);
         RunStats stats;
-        run_on_current_stream(index, [&](Device& dev) {
-            std::vector<uint64_t> args;
-            for (int slot : s.arg_slots) args.push_back(dev.device_addr(reinterpret_cast<const void*>(slot_ptrs.at(slot))));
-            stats = dev.launch(s.program, args);
-        });
+        {
+            py::gil_scoped_release release;   // other Python threads run while the device simulates
+            run_on_current_stream(index, [&](Device& dev) {
+                std::vector<uint64_t> args;
+                for (int slot : s.arg_slots)
+                    args.push_back(dev.device_addr(reinterpret_cast<const void*>(slot_ptrs.at(slot))));
+                stats = dev.launch(s.program, args);
+            });
+        }
         return py::make_tuple(stats.start_ps, stats.end_ps, stats.matmul_flops, stats.hbm_bytes);
     });
 

@@ -15,6 +15,7 @@
 #include "python/profiler_bindings.h"
 #include "runtime/devices.h"
 #include "runtime/generator.h"
+#include "runtime/shutdown.h"
 
 namespace py = pybind11;
 using namespace trnsim::neuron;
@@ -64,6 +65,11 @@ PYBIND11_MODULE(_C, m) {
     m.def("_device_time_ps", [](int index) {
         return device(static_cast<c10::DeviceIndex>(index)).now_ps();
     });
+    // Called at interpreter exit (python/trnsim/neuron): see runtime/shutdown.h.
+    m.def("_quiesce_autograd_threads", [] {
+        py::gil_scoped_release no_gil;
+        quiesce_autograd_threads();
+    });
     m.def("_fallback_ops", [] { return fallback_counts(); });
     m.def("_reset_fallback_ops", [] { reset_fallback_counts(); });
     // Runs aten::<name>.<overload> through the CPU fallback's CPU run, whatever kernels the
@@ -79,6 +85,20 @@ PYBIND11_MODULE(_C, m) {
         return torch::jit::createPyObjectForStack(std::move(stack));
     });
     m.def("_kernel_cache_size", [] { return kernel_cache_size(); });
+    m.def("_program_cache_stats", [] {
+        const trnsim::ProgramCache::Stats st = trnsim::shared_program_cache().stats();
+        py::dict d;
+        d["entries"] = st.entries;
+        d["capacity"] = st.capacity;
+        d["instructions"] = st.instructions;
+        d["hits"] = st.hits;
+        d["misses"] = st.misses;
+        d["evictions"] = st.evictions;
+        return d;
+    });
+    m.def("_set_program_cache_capacity", [](size_t capacity) {
+        trnsim::shared_program_cache().set_capacity(capacity);
+    });
     m.def("_set_launch_trace", [](bool enabled) { set_launch_trace(enabled); });
     // Kernel launches since tracing was enabled: (program, device, start_ps, end_ps,
     // instructions, flops, hbm_bytes), in launch order.

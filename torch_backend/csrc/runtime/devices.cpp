@@ -9,6 +9,8 @@
 #include <mutex>
 #include <string>
 
+#include "runtime/interrupts.h"
+
 namespace trnsim::neuron {
 namespace {
 
@@ -108,7 +110,10 @@ Device& device(c10::DeviceIndex index) {
     Registry& r = registry();
     std::lock_guard<std::mutex> lock(r.devices_mutex);
     auto& slot = r.devices[index];
-    if (!slot) slot = std::make_unique<Device>(chip(), index, exec_mode());
+    if (!slot) {
+        slot = std::make_unique<Device>(chip(), index, exec_mode());
+        install_interrupt_handler();   // Ctrl-C stops long simulations (runtime/interrupts.h)
+    }
     return *slot;
 }
 

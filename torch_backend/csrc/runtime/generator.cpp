@@ -68,9 +68,9 @@ NeuronGenerator* NeuronGenerator::clone_impl() const {
 const at::Generator& default_generator(c10::DeviceIndex index) {
     if (index < 0) index = current_device();
     check_index(index);
-    static std::mutex mutex;
+    static auto* mutex = new std::mutex();                       // leaked, as the generators
     static auto* generators = new std::deque<at::Generator>();   // stable addresses, never freed
-    std::lock_guard<std::mutex> lock(mutex);
+    std::lock_guard<std::mutex> lock(*mutex);
     while (generators->size() <= static_cast<size_t>(index)) {
         auto i = static_cast<c10::DeviceIndex>(generators->size());
         generators->push_back(at::make_generator<NeuronGenerator>(i));

@@ -11,6 +11,7 @@
 #include <unordered_map>
 
 #include "runtime/devices.h"
+#include "runtime/interrupts.h"
 
 namespace trnsim::neuron {
 namespace {
@@ -100,8 +101,15 @@ void stream_wait_until(const c10::Stream& stream, int64_t t_ps) {
 void run_on_current_stream(c10::DeviceIndex index, const std::function<void(Device&)>& work) {
     Device& dev = device(index);
     c10::Stream stream = current_stream(index);
-    work(dev);
-    stream_wait_until(stream, dev.now_ps());
+    try {
+        // The work and the stream's cursor move together: launches of several threads onto one
+        // device run one at a time, each stream's in the order they were submitted.
+        auto held = dev.lock();
+        work(dev);
+        stream_wait_until(stream, dev.now_ps());
+    } catch (const Interrupted& e) {
+        raise_interrupted(e);   // Ctrl-C (runtime/interrupts.h), with the device's lock released
+    }
 }
 
 namespace {

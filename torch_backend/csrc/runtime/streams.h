@@ -29,7 +29,12 @@ void stream_wait_until(const c10::Stream& stream, int64_t t_ps);
 
 // Runs 'work' on device 'index' as part of its current stream; the stream's
 // cursor moves to the device time at which the work finished. Everything that
-// costs simulated device time (copies, kernel launches) goes through here.
+// costs simulated device time (copies, kernel launches) goes through here. Thread
+// safe: the work runs with the device's lock held (one at a time per device; other
+// devices are not blocked).
+//
+// Streams and events may be used from several threads: the stream table is locked, the
+// current stream is per thread, an event is recorded and read by its owner.
 void run_on_current_stream(c10::DeviceIndex index, const std::function<void(Device&)>& work);
 
 }  // namespace trnsim::neuron

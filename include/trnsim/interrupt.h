@@ -1,0 +1,26 @@
+// Interrupting long simulations (Ctrl-C in a notebook or a script).
+//
+// interrupt_runs() makes every NeuronCore::run in progress stop between two instructions and
+// throw Interrupted; runs that start afterwards are not affected. It is async-signal-safe (one
+// atomic increment), so a SIGINT handler may call it. An interrupted run leaves its core
+// usable: the instructions it did not reach never ran, its outputs are undefined.
+#pragma once
+#include <atomic>
+#include <cstdint>
+#include <stdexcept>
+
+namespace trnsim {
+
+struct Interrupted : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+
+// Counts interrupt_runs() calls; a run compares it with the value it started with.
+inline std::atomic<uint64_t>& interrupt_epoch() noexcept {
+    static std::atomic<uint64_t> epoch{0};
+    return epoch;
+}
+
+inline void interrupt_runs() noexcept { interrupt_epoch().fetch_add(1, std::memory_order_relaxed); }
+
+}  // namespace trnsim
