@@ -11,6 +11,10 @@
 
 namespace py = pybind11;
 
+namespace trnsim {
+void register_kernel_bindings(py::module_& m);  // kernel_bindings.cpp
+}
+
 namespace {
 
 // Names of the chip presets (configs/chips/<name>.yaml), sorted.
@@ -55,4 +59,5 @@ PYBIND11_MODULE(_core, m) {
     m.def("chip_info", &chip_info, py::arg("name_or_path"),
           "Derived numbers of a chip preset or YAML file (peaks per physical NeuronCore and per chip).");
     py::register_exception<trnsim::ConfigError>(m, "ConfigError", PyExc_ValueError);
+    trnsim::register_kernel_bindings(m);
 }

@@ -1,0 +1,361 @@
+"""NKI tensors: HBM tensors and SBUF/PSUM tiles, their views, and their access patterns.
+
+A tensor's storage is one allocation (a launch argument in HBM, or a range of every partition
+of SBUF or PSUM). An on-chip tensor's shape is [blocks..., partition, free...]: the dimension
+given as nl.par_dim(n) (else the first) maps to partitions, the others to byte offsets within
+each partition. Indexing makes views (ints, slices with steps, nl.arange / nl.mgrid expressions);
+a view lowers to the ISA's access pattern (partition range + up to four strided free dims).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from trnsim.nki import dtypes
+from trnsim.nki.errors import NkiError, NkiIndexError, user_location
+from trnsim.nki.indexing import AffineExpr
+from trnsim.nki.tracer import DTYPE, SPACE, current
+
+
+class ParDim(int):
+    """nl.par_dim(n): marks the partition dimension of an on-chip tensor's shape."""
+
+
+class Storage:
+    __slots__ = ("buffer", "dtype", "isa_dtype", "itemsize", "shape", "strides", "pdim", "offset", "arg", "name",
+                 "site", "zero_pending", "mm_regions", "written", "__weakref__")
+
+    def __init__(self, buffer, dtype, shape, strides, pdim, offset=0, arg=0, name=""):
+        self.buffer, self.dtype, self.shape, self.strides, self.pdim = buffer, dtype, shape, strides, pdim
+        self.isa_dtype = DTYPE[dtypes.isa_name(dtype)]
+        self.itemsize = dtype.itemsize
+        self.offset, self.arg, self.name = offset, arg, name
+        self.zero_pending = False   # PSUM tile from nl.zeros not yet written: the first matmul overwrites it
+        self.mm_regions: set = set()   # regions holding an open matmul accumulation group
+        self.written = False        # HBM: written by the kernel
+        f, line = user_location()
+        self.site = f"{f.rsplit('/', 1)[-1]}:{line}"
+
+
+def _shape_tuple(shape) -> tuple:
+    if isinstance(shape, (int, np.integer)):
+        shape = (shape,)
+    return tuple(shape)
+
+
+def new_tensor(shape, dtype, buffer: str = "sbuf", name: str = "") -> "NkiTensor":
+    """Allocates a tensor in HBM (a new launch argument), SBUF or PSUM."""
+    tr = current()
+    dtype = dtypes.as_dtype(dtype)
+    shape = _shape_tuple(shape)
+    if any(int(s) < 1 for s in shape) or not shape:
+        raise NkiError(f"invalid tensor shape {shape}")
+    if buffer == "hbm":
+        dims = tuple(int(s) for s in shape)
+        if any(tr.program_id):
+            # SPMD instances share the HBM tensors they create: the n-th one is the first instance's n-th.
+            if tr.instance_cursor >= len(tr.instance_hbm):
+                raise NkiError("this SPMD instance creates an HBM tensor the first instance did not")
+            st = tr.instance_hbm[tr.instance_cursor]
+            tr.instance_cursor += 1
+            if st.shape != dims or st.dtype != dtype:
+                raise NkiError(f"SPMD instances create different HBM tensors: {dims} {dtype} here, "
+                               f"{st.shape} {st.dtype} in the first instance")
+            return NkiTensor.whole(st)
+        strides = tuple(int(np.prod(dims[i + 1:], dtype=np.int64)) for i in range(len(dims)))
+        st = Storage("hbm", dtype, dims, strides, None, arg=len(tr.hbm_tensors) + 1, name=name)
+        tr.hbm_tensors.append(st)
+        tr.instance_hbm.append(st)
+        return NkiTensor.whole(st)
+    pdims = [i for i, s in enumerate(shape) if isinstance(s, ParDim)]
+    if len(pdims) > 1:
+        raise NkiError(f"shape {shape} has more than one nl.par_dim")
+    pdim = pdims[0] if pdims else 0
+    dims = tuple(int(s) for s in shape)
+    lay = tr.layout
+    pmax = lay["sbuf_partitions"] if buffer == "sbuf" else lay["psum_partitions"]
+    if dims[pdim] > pmax:
+        raise NkiError(f"{buffer.upper()} tile of shape {dims}: partition dimension {dims[pdim]} exceeds the "
+                       f"{pmax} partitions (nl.tile_size.pmax); put at most {pmax} rows on the partition axis")
+    free = dims[pdim + 1:]
+    block_bytes = int(np.prod(free, dtype=np.int64)) * dtype.itemsize
+    nblocks = int(np.prod(dims[:pdim], dtype=np.int64))
+    block_stride = block_bytes
+    align = 4
+    if buffer == "psum":
+        bank = lay["psum_bank_bytes"]
+        if dtype not in (dtypes.float32, dtypes.bfloat16, dtypes.float16, dtypes.int32):
+            raise NkiError(f"PSUM tile of dtype {dtype}: PSUM holds float32 (matmul accumulation), or the "
+                           "bfloat16/float16 of a TensorE transpose")
+        if block_bytes > bank:
+            raise NkiError(f"PSUM tile of shape {dims} ({dtype}) needs {block_bytes} bytes per partition, over one "
+                           f"PSUM bank of {bank} bytes (nl.tile_size.psum_fmax = {bank // 4} float32)")
+        block_stride = 1 << max(2, (block_bytes - 1).bit_length())
+        align = min(bank, 1 << max(2, (block_stride * nblocks - 1).bit_length()))
+    elif buffer != "sbuf":
+        raise NkiError(f"unknown buffer {buffer!r} (nl.sbuf, nl.psum, nl.hbm, nl.shared_hbm)")
+    nbytes = max(block_stride * nblocks, dtype.itemsize)
+    strides = [0] * len(dims)
+    st = 1
+    for i in range(len(dims) - 1, pdim, -1):
+        strides[i] = st
+        st *= dims[i]
+    strides[pdim] = 1
+    bs = block_stride // dtype.itemsize
+    for i in range(pdim - 1, -1, -1):
+        strides[i] = bs
+        bs *= dims[i]
+    f, line = user_location()
+    desc = f"{name or buffer} {dims} {dtype} at {f.rsplit('/', 1)[-1]}:{line}"
+    key, offset = tr.alloc(buffer, nbytes, align, desc)
+    storage = Storage(buffer, dtype, dims, tuple(strides), pdim, offset=offset, name=name)
+    tr.release_later(storage, buffer, key)
+    return NkiTensor.whole(storage)
+
+
+class NkiTensor:
+    """A view of a tensor: shape, element strides (partition steps on the partition dim), offset."""
+
+    __slots__ = ("st", "shape", "strides", "offset", "pidx", "p0")
+
+    def __init__(self, st, shape, strides, offset, pidx, p0):
+        self.st, self.shape, self.strides, self.offset, self.pidx, self.p0 = st, shape, strides, offset, pidx, p0
+
+    @staticmethod
+    def whole(st: Storage) -> "NkiTensor":
+        return NkiTensor(st, st.shape, st.strides, 0, st.pdim, 0)
+
+    # ---- properties NKI kernels read
+    @property
+    def dtype(self):
+        return self.st.dtype
+
+    @property
+    def buffer(self) -> str:
+        return self.st.buffer
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def name(self) -> str:
+        return self.st.name
+
+    def __repr__(self) -> str:
+        return f"NkiTensor({self.st.buffer}, shape={self.shape}, dtype={self.dtype})"
+
+    def same_region(self, other) -> bool:
+        return (isinstance(other, NkiTensor) and other.st is self.st and other.shape == self.shape and
+                other.strides == self.strides and other.offset == self.offset and other.p0 == self.p0)
+
+    @property
+    def partitions(self) -> int:
+        if self.st.buffer == "hbm":
+            return self.shape[0] if self.shape else 1
+        return self.shape[self.pidx] if self.pidx >= 0 else 1
+
+    @property
+    def free_shape(self) -> tuple:
+        if self.st.buffer == "hbm":
+            return self.shape[1:]
+        return self.shape[self.pidx + 1:] if self.pidx >= 0 else self.shape
+
+    @property
+    def free_size(self) -> int:
+        return math.prod(self.free_shape)
+
+    # ---- indexing
+    def __getitem__(self, key) -> "NkiTensor":
+        key = key if isinstance(key, tuple) else (key,)
+        if any(k is Ellipsis for k in key):
+            i = next(j for j, k in enumerate(key) if k is Ellipsis)
+            key = key[:i] + (slice(None),) * (len(self.shape) - len(key) + 1) + key[i + 1:]
+        if len(key) > len(self.shape):
+            raise NkiIndexError(f"too many indices ({len(key)}) for a tensor of shape {self.shape}")
+        key = key + (slice(None),) * (len(self.shape) - len(key))
+        offset, p0 = self.offset, self.p0
+        out = []   # (order, size, stride, is_partition)
+        onchip = self.st.buffer != "hbm"
+        for d, (k, size, stride) in enumerate(zip(key, self.shape, self.strides)):
+            is_p = onchip and d == self.pidx
+            if isinstance(k, AffineExpr) and not k.terms:
+                k = k.const
+            if isinstance(k, (int, np.integer)):
+                i = int(k)
+                if not 0 <= i < size:
+                    raise NkiIndexError(f"index {i} outside dimension {d} of size {size} (tensor shape {self.shape})")
+                if is_p:
+                    p0 += i * stride
+                else:
+                    offset += i * stride
+            elif isinstance(k, slice):
+                start, stop, step = k.start, k.stop, k.step or 1
+                start = 0 if start is None else int(start) + (size if int(start) < 0 else 0)
+                stop = size if stop is None else int(stop) + (size if int(stop) < 0 else 0)
+                if step <= 0:
+                    raise NkiIndexError("slices with a negative or zero step are not supported")
+                if start < 0 or stop > size or start >= stop:
+                    raise NkiIndexError(f"slice {start}:{stop} outside dimension {d} of size {size} "
+                                        f"(tensor shape {self.shape})")
+                n = -(-(stop - start) // step)
+                if is_p:
+                    p0 += start * stride
+                else:
+                    offset += start * stride
+                out.append((d, n, stride * step, is_p))
+            elif isinstance(k, AffineExpr):
+                single = k.single
+                if single is None:
+                    raise NkiIndexError(f"index expression {k!r} mixes several aranges on dimension {d}")
+                (_, n, axis, _), coef = single
+                lo, hi = k.const, k.const + coef * (n - 1)
+                if min(lo, hi) < 0 or max(lo, hi) >= size:
+                    raise NkiIndexError(f"index range [{min(lo, hi)}, {max(lo, hi)}] outside dimension {d} of size "
+                                        f"{size} (tensor shape {self.shape})")
+                if is_p:
+                    p0 += lo * stride
+                else:
+                    offset += lo * stride
+                out.append((axis, n, stride * coef, is_p))
+            else:
+                raise NkiIndexError(f"unsupported index {k!r} (ints, slices, nl.arange/nl.mgrid expressions)")
+        if any(isinstance(k, AffineExpr) for k in key):
+            orders = [o for o, *_ in out]
+            if len(set(orders)) != len(orders):
+                raise NkiIndexError("two dimensions indexed along the same axis of the index grid")
+            out.sort(key=lambda t: t[0])
+        pidx = -1
+        if onchip:
+            pidx = next((i for i, t in enumerate(out) if t[3]), -1)
+        elif not out:
+            pidx = None
+        return NkiTensor(self.st, tuple(t[1] for t in out), tuple(t[2] for t in out), offset,
+                         pidx if onchip else None, p0)
+
+    def __setitem__(self, key, value) -> None:
+        from trnsim.nki import language as nl
+        target = self[key]
+        if target.same_region(value):
+            return   # `t[i] += x` writes in place; the assignment back is a no-op
+        nl.assign(target, value)
+
+    # ---- lowering
+    def ap(self) -> tuple:
+        """The access pattern tuple of this view (see trnsim._core.KernelBuilder.emit)."""
+        st = self.st
+        esz = st.itemsize
+        if st.buffer == "hbm":
+            if not self.shape:
+                return (SPACE["hbm"], st.isa_dtype, 0, 1, self.offset * esz, 0, (1,), (1,), st.arg)
+            sizes, strides = _merge(self.shape[1:], self.strides[1:])
+            return (SPACE["hbm"], st.isa_dtype, 0, self.shape[0], self.offset * esz, self.strides[0],
+                    sizes, strides, st.arg)
+        if self.pidx >= 0:
+            if any(s != 1 for s in self.shape[:self.pidx]):
+                raise NkiError(f"tile view of shape {self.shape} still has block dimensions before its partition "
+                               "dimension: index them (t[i]) to get a tile")
+            parts = self.shape[self.pidx]
+            if parts > 1 and self.strides[self.pidx] != 1:
+                raise NkiError("a step on the partition dimension is not addressable (partitions are contiguous)")
+            free, fstr = self.shape[self.pidx + 1:], self.strides[self.pidx + 1:]
+        else:
+            parts, free, fstr = 1, self.shape, self.strides
+        sizes, strides = _merge(free, fstr)
+        return (SPACE[st.buffer], st.isa_dtype, self.p0, parts, st.offset + self.offset * esz, 0, sizes, strides, 0)
+
+    def ap_split(self, keep: int) -> tuple[tuple, int]:
+        """The access pattern with the free dims from `keep` on merged into the innermost ones (for
+        reductions over the innermost dims) and how many innermost dims they became."""
+        st = self.st
+        free, fstr = self.free_shape, (self.strides[self.pidx + 1:] if st.buffer != "hbm" and self.pidx >= 0
+                                       else self.strides)
+        ks, kt = _merge(free[:keep], fstr[:keep], drop_all=True)
+        rs, rt = _merge(free[keep:], fstr[keep:], drop_all=True)
+        if len(ks) + len(rs) > 4:
+            raise NkiError(f"tile of shape {self.shape} has too many non-contiguous free dimensions (at most 4)")
+        base = self.ap()
+        sizes, strides = (ks + rs) or (1,), (kt + rt) or (1,)
+        return base[:6] + (sizes, strides, base[8]), max(len(rs), 1) if rs else 1
+
+    # ---- arithmetic (nl's elementwise ops)
+    def _bin(self, other, op, reverse=False):
+        from trnsim.nki import language as nl
+        return nl.binary(op, other, self) if reverse else nl.binary(op, self, other)
+
+    def __add__(self, o):
+        return self._bin(o, "add")
+
+    def __radd__(self, o):
+        return self._bin(o, "add", True)
+
+    def __sub__(self, o):
+        return self._bin(o, "subtract")
+
+    def __rsub__(self, o):
+        return self._bin(o, "subtract", True)
+
+    def __mul__(self, o):
+        return self._bin(o, "multiply")
+
+    def __rmul__(self, o):
+        return self._bin(o, "multiply", True)
+
+    def __truediv__(self, o):
+        return self._bin(o, "divide")
+
+    def __rtruediv__(self, o):
+        return self._bin(o, "divide", True)
+
+    def __pow__(self, o):
+        return self._bin(o, "power")
+
+    def __neg__(self):
+        return self._bin(-1.0, "multiply")
+
+    def _inplace(self, other, op):
+        from trnsim.nki import language as nl
+        if hasattr(other, "write_into"):
+            if op != "add":
+                raise NkiError("a matmul result can only be accumulated (+=) into a PSUM tile")
+            other.write_into(self, accumulate=True)
+        else:
+            nl.binary(op, self, other, out=self)
+        return self
+
+    def __iadd__(self, o):
+        return self._inplace(o, "add")
+
+    def __isub__(self, o):
+        return self._inplace(o, "subtract")
+
+    def __imul__(self, o):
+        return self._inplace(o, "multiply")
+
+    def reshape(self, shape) -> "NkiTensor":
+        """A contiguous HBM tensor viewed with another shape (same element count)."""
+        shape = _shape_tuple(shape)
+        if self.st.buffer != "hbm" or self.strides != self.st.strides[-len(self.shape):] or \
+                math.prod(shape) != math.prod(self.shape):
+            raise NkiError(f"cannot reshape {self.shape} to {shape}: only whole contiguous HBM tensors reshape")
+        strides = tuple(int(np.prod(shape[i + 1:], dtype=np.int64)) for i in range(len(shape)))
+        return NkiTensor(self.st, tuple(int(s) for s in shape), strides, self.offset, None, 0)
+
+
+def _merge(sizes, strides, drop_all=False):
+    """Free dims for an access pattern: size-1 dims dropped, contiguous neighbours merged."""
+    dims = [(int(n), int(s)) for n, s in zip(sizes, strides) if n != 1]
+    merged: list[list[int]] = []
+    for n, s in dims:
+        if merged and merged[-1][1] == s * n:
+            merged[-1] = [merged[-1][0] * n, s]
+        else:
+            merged.append([n, s])
+    if len(merged) > 4:
+        raise NkiError(f"view with free sizes {tuple(sizes)} and strides {tuple(strides)} needs "
+                       f"{len(merged)} strided dimensions; an access pattern has at most 4")
+    if not merged:
+        return ((), ()) if drop_all else ((1,), (1,))
+    return tuple(n for n, _ in merged), tuple(s for _, s in merged)

@@ -1,0 +1,134 @@
+"""Tracing state of one kernel: the KernelBuilder being written, the SBUF/PSUM allocators, the
+HBM tensors (launch arguments) and the SPMD program ids.
+
+Tiles live as long as the kernel's Python code holds them: when the last reference to a tile
+goes, its bytes are released, but lazily. The allocator reuses a released range only once the
+memory holds no free range large enough, oldest released range first, so that successive
+iterations of an unrolled loop work in different buffers (the multi-buffering the NKI compiler
+gives affine loops) and the builder's dependency tracking orders whatever reuse remains.
+"""
+
+from __future__ import annotations
+
+import collections
+import weakref
+
+from trnsim import _core
+from trnsim.nki.errors import NkiCapacityError, NkiError, user_frame
+
+ISA = _core.isa_names()
+OPCODE = {n: i for i, n in enumerate(ISA["opcode"])}
+ENGINE = {n.lower(): i for i, n in enumerate(ISA["engine"])}
+ACT = {n: i for i, n in enumerate(ISA["act_func"])}
+ALU = {n: i for i, n in enumerate(ISA["alu_op"])}
+REDUCE = {n: i for i, n in enumerate(ISA["reduce_op"])}
+DTYPE = {n: i for i, n in enumerate(ISA["dtype"])}
+SPACE = {n.lower(): i for i, n in enumerate(ISA["mem_space"])}
+FLAG = ISA["flags"]
+
+
+class Allocator:
+    """First-fit allocation in one on-chip memory's per-partition byte space."""
+
+    def __init__(self, name: str, size: int, bank: int | None = None):
+        self.name, self.size, self.bank = name, size, bank
+        self.live: dict[int, tuple[int, int, str]] = {}   # key -> (start, end, description)
+        self.released: collections.deque[tuple[int, int]] = collections.deque()
+        self.peak = 0
+        self._keys = 0
+
+    def _fit(self, nbytes: int, align: int) -> int | None:
+        taken = sorted([(s, e) for s, e, _ in self.live.values()] + list(self.released))
+        cursor = 0
+        for s, e in taken + [(self.size, self.size)]:
+            start = -(-cursor // align) * align
+            if self.bank and nbytes <= self.bank and start // self.bank != (start + nbytes - 1) // self.bank:
+                start = -(-start // self.bank) * self.bank
+            if start + nbytes <= s:
+                return start
+            cursor = max(cursor, e)
+        return None
+
+    def alloc(self, nbytes: int, align: int, description: str) -> tuple[int, int]:
+        """(key, byte offset) of a new buffer of nbytes per partition."""
+        while True:
+            start = self._fit(nbytes, align)
+            if start is not None:
+                break
+            if not self.released:
+                in_use = sum(e - s for s, e, _ in self.live.values())
+                listing = "\n".join(f"      {e - s:>8} B  {d}" for s, e, d in
+                                    sorted(self.live.values(), key=lambda t: t[1] - t[0], reverse=True)[:24])
+                raise NkiCapacityError(
+                    f"{self.name} capacity exceeded: a buffer of {nbytes} bytes per partition does not fit; "
+                    f"{in_use} of {self.size} bytes per partition are held by {len(self.live)} live buffers:\n"
+                    f"{listing}")
+            self.released.popleft()
+        self._keys += 1
+        self.live[self._keys] = (start, start + nbytes, description)
+        self.peak = max(self.peak, max(e for _, e, _ in self.live.values()))
+        return self._keys, start
+
+    def free(self, key: int) -> None:
+        entry = self.live.pop(key, None)
+        if entry is not None:
+            self.released.append((entry[0], entry[1]))
+
+
+class Trace:
+    """One kernel being traced into a program."""
+
+    def __init__(self, chip: str, name: str, grid: tuple[int, ...]):
+        self.chip = chip
+        self.layout = _core.chip_layout(chip)
+        self.builder = _core.KernelBuilder(chip, name)
+        lay = self.layout
+        self.sbuf = Allocator("SBUF", lay["sbuf_bytes_per_partition"])
+        self.psum = Allocator("PSUM", lay["psum_bytes_per_partition"], bank=lay["psum_bank_bytes"])
+        self.hbm_tensors: list = []      # Storage of every HBM tensor, in launch-argument order
+        self.grid = grid
+        self.program_id = (0,) * len(grid)
+        # HBM tensors the first SPMD instance created: later instances get the same (shared) ones.
+        self.instance_hbm: list = []
+        self.instance_cursor = 0
+        self._dma_queue = 0
+        self._tags: dict[tuple[str, int], int] = {}
+        self.active = True
+
+    # ---- instructions
+    def emit(self, op: str, engine: str, **fields) -> int:
+        if op.startswith("dma"):
+            fields["dma_queue"] = self._dma_queue
+            self._dma_queue = (self._dma_queue + 1) % self.layout["dma_queues"]
+        f = user_frame()
+        if f is not None:
+            key = (f.f_code.co_filename, f.f_lineno)
+            tag = self._tags.get(key)
+            if tag is None:
+                tag = self._tags[key] = self.builder.tag(f"{key[0].rsplit('/', 1)[-1]}:{key[1]}")
+            fields["tag"] = tag
+        try:
+            return self.builder.emit(OPCODE[op], ENGINE[engine.lower()], **fields)
+        except _core.IsaError as e:
+            raise NkiError(f"{op} on the {engine} engine: {e}") from None
+
+    def alloc(self, buffer: str, nbytes: int, align: int, description: str) -> tuple[int, int]:
+        return (self.sbuf if buffer == "sbuf" else self.psum).alloc(nbytes, align, description)
+
+    def release_later(self, owner, buffer: str, key: int) -> None:
+        """Frees the buffer when `owner` (the tile's storage) is garbage collected."""
+        weakref.finalize(owner, _release, self, buffer, key)
+
+
+def _release(trace: Trace, buffer: str, key: int) -> None:
+    if trace.active:
+        (trace.sbuf if buffer == "sbuf" else trace.psum).free(key)
+
+
+_current: list[Trace] = []
+
+
+def current() -> Trace:
+    if not _current:
+        raise NkiError("NKI language and ISA calls are only valid inside an @nki.jit kernel being traced")
+    return _current[-1]
