@@ -46,6 +46,7 @@ class MatmulResult:
     use places it in a new PSUM tile."""
 
     def __init__(self, stationary: NkiTensor, moving: NkiTensor):
+        lw.check_matmul_operands(stationary, moving)
         self.stationary, self.moving = stationary, moving
         self.shape = (stationary.free_size, moving.free_size)
         self.dtype = dtypes.float32

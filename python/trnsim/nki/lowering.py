@@ -97,9 +97,7 @@ def dma_transpose(dst: NkiTensor, src: NkiTensor) -> None:
 
 def matmul(dst: NkiTensor, stationary: NkiTensor, moving: NkiTensor, accumulate: bool | None) -> None:
     """dst (+)= stationary.T @ moving. accumulate=None: accumulate onto an open group in that region."""
-    for v, role in ((stationary, "stationary"), (moving, "moving")):
-        if v.st.buffer != "sbuf":
-            raise NkiError(f"nc_matmul reads its {role} operand from SBUF, got a {v.st.buffer.upper()} tensor")
+    check_matmul_operands(stationary, moving)
     if dst.st.buffer != "psum":
         raise NkiError(f"nc_matmul writes PSUM, got a {dst.st.buffer.upper()} destination")
     if dst.dtype != dtypes.float32:
@@ -118,6 +116,15 @@ def matmul(dst: NkiTensor, stationary: NkiTensor, moving: NkiTensor, accumulate:
     st.mm_regions.add(key)
     emit("nc_matmul", "Tensor", dst, (stationary, moving), ("stationary", "moving"),
          flags=FLAG["accumulate"] if accumulate else 0)
+
+
+def check_matmul_operands(stationary: NkiTensor, moving: NkiTensor) -> None:
+    for v, role in ((stationary, "stationary"), (moving, "moving")):
+        if v.st.buffer != "sbuf":
+            raise NkiError(f"nc_matmul reads its {role} operand from SBUF, got a {v.st.buffer.upper()} tensor")
+    if stationary.partitions != moving.partitions:
+        raise NkiError(f"nc_matmul: stationary {stationary.shape} and moving {moving.shape} differ in the "
+                       "contraction (partition) dimension")
 
 
 def transpose(dst: NkiTensor, src: NkiTensor, engine: str = "Tensor") -> None:

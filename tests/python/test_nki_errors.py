@@ -1,0 +1,170 @@
+"""trnsim.nki errors: what the NKI compiler rejects, reported at the kernel's own source line."""
+
+import inspect
+
+import numpy as np
+import pytest
+
+from trnsim import nki
+import trnsim.nki.isa as nisa
+import trnsim.nki.language as nl
+
+
+def line_of(fn, text):
+    """The file line of the first line of fn containing text."""
+    src, start = inspect.getsourcelines(fn)
+    return start + next(i for i, s in enumerate(src) if text in s)
+
+
+def raises_at(kernel, text, *args, error=nki.NkiError, match=None):
+    fn = kernel.__wrapped__
+    with pytest.raises(error, match=match) as info:
+        nki.simulate(kernel, *args)
+    assert info.value.filename == __file__
+    assert info.value.lineno == line_of(fn, text), str(info.value)
+    assert f"{__file__}:{info.value.lineno}:" in str(info.value)
+    return info.value
+
+
+@nki.jit
+def too_many_partitions(a):
+    t = nl.ndarray((256, 64), nl.float32, buffer=nl.sbuf)   # 256 partitions
+    nl.store(a, value=t)
+
+
+def test_more_than_128_partitions():
+    raises_at(too_many_partitions, "256 partitions", np.zeros((256, 64), np.float32), match="exceeds the 128")
+
+
+@nki.jit
+def psum_over_bank(a):
+    acc = nl.zeros((128, 1024), nl.float32, buffer=nl.psum)   # 4 KiB per partition
+    return acc
+
+
+def test_psum_tile_over_a_bank():
+    raises_at(psum_over_bank, "4 KiB", np.zeros(1, np.float32), match="over one PSUM bank of 2048 bytes")
+
+
+@nki.jit
+def psum_wrong_dtype(a):
+    acc = nl.zeros((128, 512), nl.int32, buffer=nl.psum)
+    b = nl.load(a)
+    acc += nisa.nc_matmul(b, b)
+
+
+def test_matmul_into_non_fp32_psum():
+    raises_at(psum_wrong_dtype, "acc +=", np.zeros((128, 512), np.float32), match="accumulates in float32")
+
+
+@nki.jit
+def psum_fp8(a):
+    t = nl.ndarray((128, 64), nl.uint8, buffer=nl.psum)
+    return t
+
+
+def test_psum_tile_of_a_wrong_dtype():
+    raises_at(psum_fp8, "nl.uint8", np.zeros(1, np.float32), match="PSUM holds float32")
+
+
+@nki.jit
+def sbuf_full(a):
+    tiles = []
+    for i in nl.affine_range(8):
+        tiles.append(nl.ndarray((128, 8192), nl.float32, buffer=nl.sbuf, name=f"big{i}"))   # 32 KiB each
+
+
+def test_sbuf_capacity_lists_live_buffers():
+    e = raises_at(sbuf_full, "32 KiB each", np.zeros(1, np.float32), error=nki.NkiCapacityError)
+    assert "SBUF capacity exceeded" in str(e)
+    assert "big0 (128, 8192) float32" in str(e)   # the live buffers, named, with their own lines
+
+
+@nki.jit
+def psum_full(a):
+    accs = [nl.zeros((128, 512), nl.float32, buffer=nl.psum) for _ in range(9)]   # 8 banks
+
+
+def test_psum_capacity():
+    raises_at(psum_full, "8 banks", np.zeros(1, np.float32), error=nki.NkiCapacityError,
+              match="PSUM capacity exceeded")
+
+
+@nki.jit
+def out_of_bounds(a):
+    t = nl.load(a[0:128, 64:192])   # a has 128 columns
+
+
+def test_access_outside_a_tensor():
+    raises_at(out_of_bounds, "64:192", np.zeros((128, 128), np.float32), error=nki.NkiIndexError,
+              match="outside dimension 1 of size 128")
+
+
+@nki.jit
+def arange_out_of_bounds(a):
+    i_p = nl.arange(128)[:, None]
+    i_f = nl.arange(64)[None, :]
+    t = nl.load(a[i_p, i_f + 100])
+
+
+def test_arange_access_outside_a_tensor():
+    raises_at(arange_out_of_bounds, "i_f + 100", np.zeros((128, 128), np.float32), error=nki.NkiIndexError)
+
+
+@nki.jit
+def gpsimd_reads_psum(a):
+    acc = nl.zeros((128, 128), nl.float32, buffer=nl.psum)
+    b = nl.load(a)
+    acc += nisa.nc_matmul(b, b)
+    c = nisa.tensor_tensor(acc, acc, op=nl.add, engine=nisa.gpsimd_engine)
+
+
+def test_gpsimd_cannot_read_psum():
+    raises_at(gpsimd_reads_psum, "gpsimd_engine", np.zeros((128, 128), np.float32),
+              match="GpSimd engine cannot access PSUM")
+
+
+@nki.jit
+def matmul_from_psum(a):
+    b = nl.load(a)
+    p = nisa.nc_transpose(b)                 # a PSUM tile
+    c = nisa.nc_matmul(p, b)
+
+
+def test_tensor_engine_reads_sbuf_only():
+    raises_at(matmul_from_psum, "nc_matmul(p, b)", np.zeros((128, 128), np.float32),
+              match="stationary operand from SBUF")
+
+
+@nki.jit
+def dma_from_psum(a):
+    b = nl.load(a)
+    p = nisa.nc_transpose(b)
+    nisa.dma_copy(dst=a, src=p)
+
+
+def test_dma_cannot_read_psum():
+    raises_at(dma_from_psum, "dma_copy", np.zeros((128, 128), np.float32), match="DMA cannot access PSUM")
+
+
+@nki.jit
+def matmul_too_wide(a, b):
+    x = nl.load(a)                 # [128, 256]: stationary free size over 128
+    y = nl.load(b)
+    acc = nl.zeros((128, 512), nl.float32, buffer=nl.psum)
+    acc += nisa.nc_matmul(x, y)
+
+
+def test_isa_rules_reported_at_the_line():
+    raises_at(matmul_too_wide, "acc += nisa", np.zeros((128, 256), np.float32), np.zeros((128, 512), np.float32),
+              match="nc_matmul on the Tensor engine: .*stationary")
+
+
+@nki.jit
+def partition_reduce(a):
+    t = nl.load(a)
+    s = nl.sum(t, axis=0)
+
+
+def test_partition_axis_reduction():
+    raises_at(partition_reduce, "axis=0", np.zeros((128, 64), np.float32), match="partition axis")
