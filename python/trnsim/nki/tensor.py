@@ -9,6 +9,7 @@ a view lowers to the ISA's access pattern (partition range + up to four strided 
 
 from __future__ import annotations
 
+import builtins
 import math
 
 import numpy as np
@@ -207,19 +208,20 @@ class NkiTensor:
                     offset += start * stride
                 out.append((d, n, stride * step, is_p))
             elif isinstance(k, AffineExpr):
-                single = k.single
-                if single is None:
-                    raise NkiIndexError(f"index expression {k!r} mixes several aranges on dimension {d}")
-                (_, n, axis, _), coef = single
-                lo, hi = k.const, k.const + coef * (n - 1)
-                if min(lo, hi) < 0 or max(lo, hi) >= size:
-                    raise NkiIndexError(f"index range [{min(lo, hi)}, {max(lo, hi)}] outside dimension {d} of size "
+                # Each iota of the expression becomes one dimension of the view: a[i_p, 4 * i_h + i_k].
+                if is_p and len(k.terms) > 1:
+                    raise NkiIndexError(f"the partition dimension takes one arange, got {k!r}")
+                lo = k.const + builtins.sum(min(0, c * (t[1] - 1)) for t, c in k.terms.items())
+                hi = k.const + builtins.sum(max(0, c * (t[1] - 1)) for t, c in k.terms.items())
+                if lo < 0 or hi >= size:
+                    raise NkiIndexError(f"index range [{lo}, {hi}] outside dimension {d} of size "
                                         f"{size} (tensor shape {self.shape})")
                 if is_p:
-                    p0 += lo * stride
+                    p0 += k.const * stride
                 else:
-                    offset += lo * stride
-                out.append((axis, n, stride * coef, is_p))
+                    offset += k.const * stride
+                for (_, n, axis, _), coef in k.terms.items():
+                    out.append((axis, n, stride * coef, is_p))
             else:
                 raise NkiIndexError(f"unsupported index {k!r} (ints, slices, nl.arange/nl.mgrid expressions)")
         if any(isinstance(k, AffineExpr) for k in key):
@@ -333,6 +335,17 @@ class NkiTensor:
 
     def __imul__(self, o):
         return self._inplace(o, "multiply")
+
+    def broadcast_to(self, shape) -> "NkiTensor":
+        """The view repeated along its size-1 dims (stride 0): an HBM row loaded onto every partition."""
+        shape = _shape_tuple(shape)
+        if len(shape) != len(self.shape) or any(a != b and a != 1 for a, b in zip(self.shape, shape)):
+            raise NkiError(f"cannot broadcast shape {self.shape} to {shape}")
+        if self.st.buffer != "hbm" and self.pidx >= 0 and self.shape[self.pidx] != shape[self.pidx]:
+            raise NkiError("engines cannot broadcast a tile across partitions: load the HBM row broadcast "
+                           "(hbm_tensor.broadcast_to(...)) instead")
+        strides = tuple(0 if a != b else s for a, b, s in zip(self.shape, shape, self.strides))
+        return NkiTensor(self.st, tuple(int(s) for s in shape), strides, self.offset, self.pidx, self.p0)
 
     def reshape(self, shape) -> "NkiTensor":
         """A contiguous HBM tensor viewed with another shape (same element count)."""

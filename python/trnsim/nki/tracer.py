@@ -11,6 +11,9 @@ gives affine loops) and the builder's dependency tracking orders whatever reuse 
 from __future__ import annotations
 
 import collections
+import linecache
+import re
+import sys
 import weakref
 
 from trnsim import _core
@@ -49,12 +52,17 @@ class Allocator:
             cursor = max(cursor, e)
         return None
 
-    def alloc(self, nbytes: int, align: int, description: str) -> tuple[int, int]:
-        """(key, byte offset) of a new buffer of nbytes per partition."""
+    def alloc(self, nbytes: int, align: int, description: str, reclaim=None) -> tuple[int, int]:
+        """(key, byte offset) of a new buffer of nbytes per partition. When nothing fits,
+        reclaim() may free buffers that are dead though still named (see Trace.reclaim)."""
         while True:
             start = self._fit(nbytes, align)
             if start is not None:
                 break
+            if not self.released and reclaim is not None:
+                reclaim(self)
+                reclaim = None
+                continue
             if not self.released:
                 in_use = sum(e - s for s, e, _ in self.live.values())
                 listing = "\n".join(f"      {e - s:>8} B  {d}" for s, e, d in
@@ -93,6 +101,9 @@ class Trace:
         self.instance_cursor = 0
         self._dma_queue = 0
         self._tags: dict[tuple[str, int], int] = {}
+        self._owners: dict[int, tuple] = {}
+        self._alloc_frame = None
+        self._alloc_site = None
         self.active = True
 
     # ---- instructions
@@ -113,15 +124,42 @@ class Trace:
             raise NkiError(f"{op} on the {engine} engine: {e}") from None
 
     def alloc(self, buffer: str, nbytes: int, align: int, description: str) -> tuple[int, int]:
-        return (self.sbuf if buffer == "sbuf" else self.psum).alloc(nbytes, align, description)
+        site = user_frame()
+        self._alloc_frame = site
+        self._alloc_site = (site.f_code.co_filename, site.f_lineno) if site is not None else None
+        return (self.sbuf if buffer == "sbuf" else self.psum).alloc(nbytes, align, description, self.reclaim)
 
     def release_later(self, owner, buffer: str, key: int) -> None:
         """Frees the buffer when `owner` (the tile's storage) is garbage collected."""
         weakref.finalize(owner, _release, self, buffer, key)
+        self._owners[key] = (weakref.ref(owner), self._alloc_site)
+
+    def reclaim(self, allocator: Allocator) -> None:
+        """Frees the buffer held by the variable the allocating line assigns, when nothing else holds
+        it: `t = nl.load(...)` in a loop body allocates the next iteration's tile while `t` still
+        holds the last one, which the assignment is about to drop."""
+        frame, site = self._alloc_frame, self._alloc_site
+        if frame is None:
+            return
+        m = re.match(r"\s*([A-Za-z_]\w*)\s*=[^=]", linecache.getline(site[0], site[1]))
+        if m is None:
+            return
+        view = frame.f_locals.get(m.group(1))
+        if type(view).__name__ != "NkiTensor":
+            return
+        storage = view.st
+        for key, (owner, owner_site) in list(self._owners.items()):
+            if owner() is storage and key in allocator.live:
+                # Referenced by: the frame's variable and its f_locals snapshot, `view` here and
+                # getrefcount's argument; the storage by that view only (`storage` and the argument).
+                if sys.getrefcount(view) == 4 and sys.getrefcount(storage) == 3:
+                    allocator.free(key)
+                return
 
 
 def _release(trace: Trace, buffer: str, key: int) -> None:
     if trace.active:
+        trace._owners.pop(key, None)
         (trace.sbuf if buffer == "sbuf" else trace.psum).free(key)
 
 

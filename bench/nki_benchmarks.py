@@ -1,0 +1,42 @@
+"""NKI front end benchmarks: host time to trace and time a large NKI kernel.
+
+Prints `BENCH <name> <value> <unit>` lines:
+  nki_trace_matmul_host_s       host seconds to trace the blocked matmul kernel of
+                                examples/nki/matmul.py at 4096 x 8192 x 8192 (M x K x N, bf16) and run
+                                it timing-only on trn2
+  nki_matmul_4096x8192x8192_us  that kernel's simulated time
+  nki_matmul_4096x8192x8192_mfu its matmul FLOP/s over one NeuronCore's bf16 peak (percent)
+"""
+
+import importlib.util
+import sys
+import time
+from pathlib import Path
+
+from trnsim import nki
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def load_example(name: str):
+    spec = importlib.util.spec_from_file_location(f"nki_example_{name}", ROOT / "examples" / "nki" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def main() -> None:
+    matmul = load_example("matmul")
+    m, k, n = 4096, 8192, 8192
+    t0 = time.perf_counter()
+    run = nki.benchmark(matmul.matmul_blocked, nki.spec((k, m), "bfloat16"), nki.spec((k, n), "bfloat16"),
+                        chip="trn2", records=False)
+    host_s = time.perf_counter() - t0
+    print(f"BENCH nki_trace_matmul_host_s {host_s:.3f} s")
+    print(f"BENCH nki_matmul_4096x8192x8192_us {run.time_us:.1f} us")
+    print(f"BENCH nki_matmul_4096x8192x8192_mfu {100 * run.mfu():.1f} %")
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()
