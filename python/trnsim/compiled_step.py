@@ -116,11 +116,18 @@ class StepPrediction:
 
     @property
     def bound(self) -> str:
-        compute = self.model_flops / self.peak_flops
+        """What limits the step: the TensorE when the busiest physical core's TensorE is busy for
+        at least half the step (naming how many of the device's physical cores did work, so a
+        device whose programs use one core of two says so), HBM bandwidth when the step's traffic
+        at the device's bandwidth takes half the step, else overheads."""
         memory = self.hbm_bytes / self.hbm_bytes_per_s
-        if max(compute, memory) < 0.5 * self.step_s:
-            return "overhead-bound"
-        return "compute-bound (TensorE)" if compute >= memory else "HBM-bandwidth-bound"
+        busy = max(self.tensor_busy_s.values(), default=0.0)
+        cores_used = sum(1 for s in self.tensor_busy_s.values() if s > 0.0)
+        if busy >= 0.5 * self.step_s and busy >= memory:
+            return f"compute-bound (TensorE, {cores_used} of {self.physical_cores} physical cores)"
+        if memory >= 0.5 * self.step_s:
+            return "HBM-bandwidth-bound"
+        return "overhead-bound"
 
 
 def predict(d: int, heads: int, layers: int, tokens: int, causal: bool, chip: str = "trn2",

@@ -16,4 +16,14 @@ def test_mfu_is_against_the_logical_core():
     assert p.step_s > 0
     assert p.mfu == pytest.approx(p.model_flops / (p.step_s * p.peak_flops))
     assert 0 < p.mfu < 1
-    assert p.bound in ("overhead-bound", "compute-bound (TensorE)", "HBM-bandwidth-bound")
+    assert p.bound in ("overhead-bound", "HBM-bandwidth-bound") or p.bound.startswith("compute-bound (TensorE, ")
+
+
+def test_a_step_whose_tensore_is_busy_is_compute_bound_naming_the_cores_used():
+    p = cs.StepPrediction(chip="trn2", layers=1, step_s=1.0, model_flops=0.4 * 157e12, peak_flops=157e12,
+                          physical_cores=2, hbm_bytes_per_s=1e12, tensor_busy_s={0: 0.95}, hbm_bytes=1e9)
+    assert p.bound == "compute-bound (TensorE, 1 of 2 physical cores)"
+    p.tensor_busy_s = {0: 0.1}
+    assert p.bound == "overhead-bound"
+    p.hbm_bytes = 0.8e12
+    assert p.bound == "HBM-bandwidth-bound"
