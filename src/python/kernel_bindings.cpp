@@ -13,6 +13,7 @@
 
 #include "trnsim/kernel.h"
 #include "trnsim/sim.h"
+#include "trnsim/tiling.h"
 
 namespace py = pybind11;
 
@@ -95,6 +96,7 @@ py::dict chip_layout(const std::string& chip) {
     d["dma_queues"] = c.dma.queues;
     d["has_dma_transpose"] = c.dma.transpose_efficiency_hbm > 0 && c.dma.transpose_efficiency_sbuf > 0;
     d["hbm_bytes_per_core"] = c.hbm_capacity_per_core();
+    d["launch_overhead_ns"] = c.launch_overhead_ns;   // NEFF start-up in measured kernel latencies
     return d;
 }
 
@@ -267,10 +269,23 @@ void register_kernel_bindings(py::module_& m) {
              "Appends one instruction (validated, dependencies inserted); returns its index. Access patterns are "
              "(space, dtype, start_partition, partitions, offset, partition_stride, sizes, strides, arg) tuples.")
         .def("tag", &KernelBuilder::tag, py::arg("name"), "Labels the instructions emitted next; returns the tag id.")
+        .def("set_tag", &KernelBuilder::set_tag, py::arg("tag"), "Labels the instructions emitted next with a tag id.")
         .def("barrier", &KernelBuilder::barrier)
         .def("set_args_may_alias", &KernelBuilder::set_args_may_alias)
         .def("finish", &KernelBuilder::finish)
         .def("__len__", &KernelBuilder::size);
+
+    py::class_<tiling::DmaQueues>(m, "DmaQueues", "The library kernels' DMA queue rotation: loads, then stores.")
+        .def(py::init([](const std::string& chip) { return tiling::DmaQueues(load_chip(chip)); }), py::arg("chip"))
+        .def("load", &tiling::DmaQueues::load)
+        .def("store", &tiling::DmaQueues::store);
+    m.def("dma_tile",
+          [](KernelBuilder& kb, tiling::DmaQueues& q, const py::tuple& dst, const py::tuple& src, bool store) {
+              tiling::dma_tile(kb, q, to_ap(dst), to_ap(src), store);
+          },
+          py::arg("builder"), py::arg("queues"), py::arg("dst"), py::arg("src"), py::arg("store"),
+          "A DMA between SBUF and HBM as the library kernels issue it: large transfers split into partition "
+          "groups over several queues.");
 
     py::class_<PyCore>(m, "Core", "One simulated NeuronCore: HBM access and program runs (functional or timing-only).")
         .def(py::init<const std::string&, bool, uint64_t>(), py::arg("chip"), py::arg("timing_only") = false,

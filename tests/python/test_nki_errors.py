@@ -168,3 +168,35 @@ def partition_reduce(a):
 
 def test_partition_axis_reduction():
     raises_at(partition_reduce, "axis=0", np.zeros((128, 64), np.float32), match="partition axis")
+
+
+@nki.jit
+def loop_carried(a):
+    acc = nl.zeros((128, 64), nl.float32, buffer=nl.sbuf)
+    for i in nl.affine_range(a.shape[0] // 128):
+        t = nl.load(a[i * 128:(i + 1) * 128, :])
+        acc = nl.add(acc, t)   # reads the previous iteration's acc
+
+
+def test_loop_carried_dependency_in_affine_range():
+    raises_at(loop_carried, "previous iteration", np.zeros((512, 64), np.float32),
+              match="loop-carried dependency in nl.affine_range: iteration 1 reads")
+
+
+@nki.jit
+def loop_accumulates(a):
+    out = nl.ndarray((128, 64), nl.float32, buffer=nl.shared_hbm)
+    acc = nl.zeros((128, 64), nl.float32, buffer=nl.sbuf)
+    for i in nl.affine_range(a.shape[0] // 128):
+        acc += nl.load(a[i * 128:(i + 1) * 128, :])       # an accumulation: allowed
+    carried = nl.zeros((128, 64), nl.float32, buffer=nl.sbuf)
+    for i in nl.sequential_range(a.shape[0] // 128):
+        carried = nl.add(carried, nl.load(a[i * 128:(i + 1) * 128, :]))   # sequential: allowed
+    nl.store(out, value=nl.add(acc, carried))
+    return out
+
+
+def test_accumulations_and_sequential_loops_are_allowed():
+    a = np.random.default_rng(0).standard_normal((512, 64)).astype(np.float32)
+    out = nki.simulate_kernel(loop_accumulates, a)
+    np.testing.assert_allclose(out, 2 * a.reshape(4, 128, 64).sum(axis=0), rtol=1e-5, atol=1e-5)

@@ -147,3 +147,23 @@ def test_bf16_arrays():
     assert out.dtype == ml_dtypes.bfloat16
     ref = a.astype(np.float32).T @ b.astype(np.float32)
     np.testing.assert_allclose(out.astype(np.float32), ref, rtol=2e-2, atol=5e-2)
+
+
+def test_published_module_names_and_the_benchmark_decorator():
+    nki.alias_modules()
+    import neuronxcc.nki as nxc_nki
+    import neuronxcc.nki.isa as nxc_isa
+    import neuronxcc.nki.language as nxc_nl
+
+    assert nxc_nki is nki and nxc_nl is nl and nxc_isa is nisa
+
+    @nxc_nki.benchmark(warmup=2, iters=10)
+    def k(a):
+        out = nxc_nl.ndarray(a.shape, a.dtype, buffer=nxc_nl.shared_hbm)
+        nxc_nl.store(out, value=nxc_nl.sigmoid(nxc_nl.load(a)))
+        return out
+
+    a = rand(128, 64)
+    np.testing.assert_allclose(k(a), 1 / (1 + np.exp(-a)), rtol=1e-5, atol=1e-6)
+    latency = k.benchmark_result.nc_latency.get_latency_percentile(99)
+    assert latency == nki.simulate(k, a).latency_us > 0

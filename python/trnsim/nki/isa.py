@@ -258,7 +258,7 @@ def nc_match_replace8(*args, mask=None, dtype=None, dst_idx=None, **kwargs):
     out = lw.output(dst, data.shape, dtype or data.dtype)
     fields = {"imm0": float(imm)}
     if dst_idx is not None:
-        fields["acc"] = lw._prepare(dst_idx, "Vector", "dst_idx")
+        fields["acc"] = lw._prepare(dst_idx, "Vector", "dst_idx", read=False, write=True)
         fields["flags"] = lw.FLAG["acc_out"]
     lw.emit("nc_match_replace8", "Vector", out, (data, vals), ("data", "values"), **fields)
     return out

@@ -68,8 +68,20 @@ def empty_like(t, dtype=None, buffer=None, name: str = "", **kwargs) -> NkiTenso
 
 # ---------------------------------------------------------------- loops and SPMD
 def affine_range(*args, **kwargs):
-    """Iterations without loop-carried dependencies (except accumulations); unrolled at trace time."""
-    return range(*args)
+    """Iterations without loop-carried dependencies (except accumulations); unrolled at trace time.
+    An iteration reading what an earlier one wrote raises the compiler's loop-carried dependency error."""
+    return _affine_loop(current(), range(*args))
+
+
+def _affine_loop(tr, r):
+    loop = [object(), 0]          # (identity, current iteration)
+    tr.loops.append(loop)
+    try:
+        for n, i in enumerate(r):
+            loop[1] = n
+            yield i
+    finally:
+        tr.loops.remove(loop)
 
 
 def sequential_range(*args, **kwargs):
@@ -125,7 +137,8 @@ def load(src, mask=None, dtype=None, **kwargs) -> NkiTensor:
     if src.buffer != hbm:
         raise NkiError(f"nl.load reads HBM, got a {src.buffer.upper()} tile (use nl.copy between tiles)")
     t = new_tensor(src.shape or (1,), dtype or src.dtype, sbuf)
-    lw.dma(t, src)
+    tr = current()
+    tr.defer_load(t, src, tr.line_tag())
     return t
 
 
@@ -157,6 +170,8 @@ def assign(target: NkiTensor, value) -> None:
     if hasattr(value, "write_into"):
         value.write_into(target, False)
     elif isinstance(value, NkiTensor):
+        if current().redirect_load(value, target):
+            return
         if target.buffer == hbm or value.buffer == hbm:
             store(target, value) if target.buffer == hbm else lw.dma(target, value)
         else:

@@ -28,8 +28,30 @@ def region_key(v: NkiTensor) -> tuple:
     return (v.offset, v.p0, v.shape, v.strides)
 
 
-def _prepare(v: NkiTensor, engine: str, role: str, is_matmul_dst: bool = False) -> tuple:
+def track(v: NkiTensor, read: bool, write: bool) -> None:
+    """Loop-carried dependencies: in nl.affine_range an iteration must not read what an earlier
+    iteration wrote (accumulations, which read and write their destination, are allowed)."""
+    loops = current().loops
+    if not loops:
+        return
+    writes = v.st.loop_writes
+    if read and not write:
+        for ident, it in loops:
+            j = writes.get(ident)
+            if j is not None and j < it:
+                raise NkiError(f"loop-carried dependency in nl.affine_range: iteration {it} reads a "
+                               f"{v.st.buffer.upper()} tensor ({v.st.name or 'allocated at ' + v.st.site}) that "
+                               f"iteration {j} wrote; use nl.sequential_range for a loop whose iterations "
+                               "depend on each other")
+    if write:
+        for ident, it in loops:
+            writes[ident] = it
+
+
+def _prepare(v: NkiTensor, engine: str, role: str, is_matmul_dst: bool = False, read: bool = True,
+             write: bool = False) -> tuple:
     st = v.st
+    track(v, read, write)
     if st.buffer == "hbm" and engine != "DMA":
         raise NkiError(f"the {engine} engine cannot access HBM ({role} is an HBM tensor): load it to SBUF first "
                        "(nl.load / nisa.dma_copy)")
@@ -62,7 +84,10 @@ def emit(op: str, engine: str, dst: NkiTensor | None = None, srcs: tuple = (), r
     """Emits one instruction: dst/src operand views are checked and lowered to access patterns."""
     engine = _ENGINE_NAMES.get(engine, engine)
     if dst is not None:
-        fields["dst"] = _prepare(dst, engine, "the destination", op == "nc_matmul")
+        accumulate = op == "nc_matmul" and bool(fields.get("flags", 0) & FLAG["accumulate"])
+        in_place = any(v is not None and v.same_region(dst) for v in srcs)
+        fields["dst"] = _prepare(dst, engine, "the destination", op == "nc_matmul", read=accumulate or in_place,
+                                 write=True)
         if dst.st.buffer == "hbm":
             dst.st.written = True
     for slot, v, role in zip(("src0", "src1", "src2"), srcs, roles or ("the source",) * 3):
@@ -83,10 +108,14 @@ def _is_scalar_ap(v: NkiTensor) -> bool:
 
 
 # ---------------------------------------------------------------- instruction emitters
-def dma(dst: NkiTensor, src: NkiTensor) -> None:
+def dma(dst: NkiTensor, src: NkiTensor, tag: int | None = None) -> None:
     if dst.partitions * _prod(dst.free_shape) != src.partitions * _prod(src.free_shape):
         raise NkiError(f"DMA between shapes {src.shape} and {dst.shape}: element counts differ")
-    emit("dma_copy", "DMA", dst, (src,))
+    dst_ap = _prepare(dst, "DMA", "the destination", read=False, write=True)
+    src_ap = _prepare(src, "DMA", "the source")
+    if dst.st.buffer == "hbm":
+        dst.st.written = True
+    current().dma(dst_ap, src_ap, tag)
 
 
 def dma_transpose(dst: NkiTensor, src: NkiTensor) -> None:
@@ -109,7 +138,7 @@ def matmul(dst: NkiTensor, stationary: NkiTensor, moving: NkiTensor, accumulate:
             st.zero_pending = False
             accumulate = False        # the first matmul into nl.zeros overwrites it
         else:
-            _prepare(dst, "Tensor", "the destination")   # zero the whole tile, then accumulate
+            _prepare(dst, "Tensor", "the destination", read=False)   # zero the whole tile, then accumulate
             accumulate = True
     elif accumulate is None:
         accumulate = key in st.mm_regions
@@ -150,7 +179,7 @@ def activation(dst, src, func: str, scale=1.0, bias=None, reduce: str | None = N
         if acc is None:
             raise NkiError("activation with a reduce needs reduce_res, the [P, 1] tile receiving it")
         fields["reduce"] = REDUCE[reduce]
-        fields["acc"] = _prepare(acc, "Scalar", "reduce_res")
+        fields["acc"] = _prepare(acc, "Scalar", "reduce_res", read=False, write=True)
     emit("activation", "Scalar", dst, tuple(srcs), tuple(roles), flags=flags, **fields)
 
 

@@ -38,6 +38,12 @@ class KernelRun:
         return self.time_ns / 1000.0
 
     @property
+    def latency_us(self) -> float:
+        """The time plus the chip's kernel launch overhead: what nki.benchmark's nc_latency and a
+        profile's total time measure on a device."""
+        return self.time_us + _core.chip_layout(self.chip)["launch_overhead_ns"] / 1000.0
+
+    @property
     def instructions(self) -> int:
         return int(self.stats["instructions"])
 
@@ -102,7 +108,8 @@ class KernelRun:
 
     # ---- reports
     def summary(self, top: int = 10) -> str:
-        lines = [f"{self.name} on {self.chip}: {self.time_us:.3f} us simulated, {self.instructions} instructions, "
+        lines = [f"{self.name} on {self.chip}: {self.time_us:.3f} us simulated ({self.latency_us:.3f} us with the "
+                 f"launch), {self.instructions} instructions, "
                  f"{self.hbm_bytes / 1e6:.3f} MB HBM traffic, MFU {100 * self.mfu():.1f}%"]
         util = self.engine_utilisation()
         lines.append(f"  {'engine':<14}{'busy us':>10}{'util':>8}  instructions")

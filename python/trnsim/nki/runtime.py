@@ -7,10 +7,12 @@ functionally (values) and on the timing model, or timing-only (no values, identi
 
 from __future__ import annotations
 
+import types
+
 import numpy as np
 
 from trnsim import _core
-from trnsim.nki import dtypes, tracer
+from trnsim.nki import dtypes, torch_bridge, tracer
 from trnsim.nki.errors import NkiError
 from trnsim.nki.profile import KernelRun
 from trnsim.nki.tensor import NkiTensor, Storage
@@ -51,7 +53,9 @@ class Kernel:
     def __call__(self, *args, **kwargs):
         if tracer._current:                      # a kernel called from a kernel being traced: inline it
             return self.fn(*args, **kwargs)
-        return simulate(self, *args, **kwargs).outputs
+        outputs = simulate(self, *args, **kwargs).outputs
+        devices = [a.device for a in args if torch_bridge.is_tensor(a)]
+        return torch_bridge.convert_outputs(outputs, devices[0]) if devices else outputs
 
     def trace(self, *args, chip: str = DEFAULT_CHIP, **kwargs) -> Traced:
         grid = self.grid or (1,)
@@ -59,7 +63,7 @@ class Kernel:
         inputs: list[Storage | None] = []
         call_args = []
         for a in args:
-            if isinstance(a, (np.ndarray, spec)) or _is_torch_tensor(a):
+            if isinstance(a, (np.ndarray, spec)):
                 shape = tuple(a.shape) or (1,)
                 st = Storage("hbm", dtypes.as_dtype(a.dtype), shape, _row_major(shape), None,
                              arg=len(tr.hbm_tensors) + 1, name=f"arg{len(inputs)}")
@@ -88,10 +92,6 @@ def _row_major(shape) -> tuple:
     return tuple(int(np.prod(shape[i + 1:], dtype=np.int64)) for i in range(len(shape)))
 
 
-def _is_torch_tensor(x) -> bool:
-    return type(x).__module__.startswith("torch") and hasattr(x, "shape") and hasattr(x, "dtype")
-
-
 def jit(fn=None, *, mode=None, grid=None, platform_target=None, **options):
     """@nki.jit, @nki.jit(...): marks an NKI kernel."""
     if fn is None:
@@ -114,7 +114,7 @@ def simulate(kernel, *args, chip: str | None = None, timing_only: bool = False, 
     chip = chip or k.options.get("chip") or DEFAULT_CHIP
     if any(isinstance(a, spec) for a in args) and not timing_only:
         raise ValueError("nki.spec arguments carry no values: pass timing_only=True")
-    np_args = [a.detach().cpu().numpy() if _is_torch_tensor(a) else a for a in args]
+    np_args = [torch_bridge.to_numpy(a) if torch_bridge.is_tensor(a) else a for a in args]
     traced = k.trace(*np_args, chip=chip, **kwargs)
     addrs, cursor = [], 0
     for st in traced.hbm:
@@ -137,6 +137,9 @@ def simulate(kernel, *args, chip: str | None = None, timing_only: bool = False, 
         for st, a in zip(traced.inputs, np_args):   # arguments the kernel wrote, as NKI's output arguments
             if st is not None and st.written and isinstance(a, np.ndarray) and a.flags.writeable:
                 a[...] = read(st).reshape(a.shape)
+        for st, a in zip(traced.inputs, args):
+            if st is not None and st.written and torch_bridge.is_tensor(a):
+                a.copy_(torch_bridge.to_torch(read(st).reshape(tuple(a.shape)), a.device))
     return KernelRun(k.__name__, chip, traced.program, stats, outputs)
 
 
@@ -155,7 +158,32 @@ def simulate_kernel(kernel, *args, **kwargs):
     return simulate(kernel, *args, **kwargs).outputs
 
 
-def benchmark(kernel, *args, **kwargs) -> KernelRun:
-    """Times a kernel (timing-only unless values are asked for with timing_only=False)."""
-    kwargs.setdefault("timing_only", True)
-    return simulate(kernel, *args, **kwargs)
+def benchmark(kernel=None, *args, **kwargs):
+    """Times a kernel. As a function, nki.benchmark(kernel, *args, chip=...) runs it timing-only
+    (unless timing_only=False) and returns the KernelRun. As NKI's decorator, @nki.benchmark(warmup=...,
+    iters=...) makes a kernel whose calls run it and leave `kernel.benchmark_result.nc_latency`."""
+    if kernel is not None and args:
+        kwargs.setdefault("timing_only", True)
+        return simulate(kernel, *args, **kwargs)
+    if kernel is not None and not callable(kernel):
+        raise TypeError("nki.benchmark(kernel, *args) or @nki.benchmark(...)")
+
+    def decorate(fn):
+        return _Benchmarked(_as_kernel(fn).fn, chip=kwargs.get("chip"))
+    return decorate(kernel) if kernel is not None else decorate
+
+
+class _Latency:
+    def __init__(self, us: float):
+        self.us = us
+
+    def get_latency_percentile(self, percentile) -> float:
+        """Microseconds; a simulation is deterministic, so every percentile is the same."""
+        return self.us
+
+
+class _Benchmarked(Kernel):
+    def __call__(self, *args, **kwargs):
+        run = simulate(self, *args, **kwargs)
+        self.benchmark_result = types.SimpleNamespace(nc_latency=_Latency(run.latency_us), run=run)
+        return run.outputs

@@ -26,7 +26,7 @@ class ParDim(int):
 
 class Storage:
     __slots__ = ("buffer", "dtype", "isa_dtype", "itemsize", "shape", "strides", "pdim", "offset", "arg", "name",
-                 "site", "zero_pending", "mm_regions", "written", "__weakref__")
+                 "site", "zero_pending", "mm_regions", "written", "loop_writes", "__weakref__")
 
     def __init__(self, buffer, dtype, shape, strides, pdim, offset=0, arg=0, name=""):
         self.buffer, self.dtype, self.shape, self.strides, self.pdim = buffer, dtype, shape, strides, pdim
@@ -36,6 +36,7 @@ class Storage:
         self.zero_pending = False   # PSUM tile from nl.zeros not yet written: the first matmul overwrites it
         self.mm_regions: set = set()   # regions holding an open matmul accumulation group
         self.written = False        # HBM: written by the kernel
+        self.loop_writes: dict = {}  # affine loop identity -> iteration that last wrote this tensor
         f, line = user_location()
         self.site = f"{f.rsplit('/', 1)[-1]}:{line}"
 

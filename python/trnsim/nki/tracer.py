@@ -99,7 +99,9 @@ class Trace:
         # HBM tensors the first SPMD instance created: later instances get the same (shared) ones.
         self.instance_hbm: list = []
         self.instance_cursor = 0
-        self._dma_queue = 0
+        self.queues = _core.DmaQueues(chip)
+        self.pending_load = None
+        self.loops: list = []      # the nl.affine_range loops being unrolled, innermost last
         self._tags: dict[tuple[str, int], int] = {}
         self._owners: dict[int, tuple] = {}
         self._alloc_frame = None
@@ -107,21 +109,71 @@ class Trace:
         self.active = True
 
     # ---- instructions
-    def emit(self, op: str, engine: str, **fields) -> int:
-        if op.startswith("dma"):
-            fields["dma_queue"] = self._dma_queue
-            self._dma_queue = (self._dma_queue + 1) % self.layout["dma_queues"]
+    def line_tag(self) -> int:
+        """The tag naming the kernel line being traced ("file.py:42"), 0 outside the kernel."""
         f = user_frame()
-        if f is not None:
-            key = (f.f_code.co_filename, f.f_lineno)
-            tag = self._tags.get(key)
-            if tag is None:
-                tag = self._tags[key] = self.builder.tag(f"{key[0].rsplit('/', 1)[-1]}:{key[1]}")
-            fields["tag"] = tag
+        if f is None:
+            return 0
+        key = (f.f_code.co_filename, f.f_lineno)
+        tag = self._tags.get(key)
+        if tag is None:
+            tag = self._tags[key] = self.builder.tag(f"{key[0].rsplit('/', 1)[-1]}:{key[1]}")
+        return tag
+
+    def emit(self, op: str, engine: str, tag: int | None = None, **fields) -> int:
+        self.flush()
+        if op.startswith("dma") and "dma_queue" not in fields:
+            fields["dma_queue"] = self.queues.load()
+        fields["tag"] = self.line_tag() if tag is None else tag
         try:
             return self.builder.emit(OPCODE[op], ENGINE[engine.lower()], **fields)
         except _core.IsaError as e:
             raise NkiError(f"{op} on the {engine} engine: {e}") from None
+
+    def dma(self, dst: tuple, src: tuple, tag: int | None = None) -> None:
+        """A dma_copy; between HBM and SBUF as the library kernels issue them (large transfers split
+        into partition groups over several queues)."""
+        self.flush()
+        hbm = SPACE["hbm"]
+        if (dst[0] == hbm) == (src[0] == hbm):
+            self.emit("dma_copy", "dma", tag=tag, dst=dst, src0=src)
+            return
+        self.builder.set_tag(self.line_tag() if tag is None else tag)
+        try:
+            _core.dma_tile(self.builder, self.queues, dst, src, dst[0] == hbm)
+        except _core.IsaError as e:
+            raise NkiError(f"dma_copy on the DMA engines: {e}") from None
+        finally:
+            self.builder.set_tag(0)
+
+    def defer_load(self, tile, src, tag: int) -> None:
+        """nl.load's DMA waits for the next instruction: `t[i] = nl.load(...)` then loads straight
+        into t[i] (see redirect_load) instead of into a temporary tile and copying."""
+        self.flush()
+        self.pending_load = (tile, src, tag, [tuple(loop) for loop in self.loops])
+
+    def redirect_load(self, tile, target) -> bool:
+        """Sends the pending load of `tile` into `target` instead, when nothing else holds `tile`'s
+        buffer; `tile` then views `target`."""
+        if self.pending_load is None or self.pending_load[0] is not tile or sys.getrefcount(tile.st) != 2:
+            return False
+        _, src, tag, loops = self.pending_load
+        self.pending_load = (target, src, tag, loops)
+        self.flush()
+        tile.st, tile.shape, tile.strides, tile.offset, tile.pidx, tile.p0 = (
+            target.st, target.shape, target.strides, target.offset, target.pidx, target.p0)
+        return True
+
+    def flush(self) -> None:
+        if self.pending_load is not None:
+            tile, src, tag, loops = self.pending_load
+            self.pending_load = None
+            from trnsim.nki import lowering
+            current_loops, self.loops = self.loops, loops   # the load belongs to the iteration that issued it
+            try:
+                lowering.dma(tile, src, tag=tag)
+            finally:
+                self.loops = current_loops
 
     def alloc(self, buffer: str, nbytes: int, align: int, description: str) -> tuple[int, int]:
         site = user_frame()

@@ -1,0 +1,45 @@
+"""Torch tensors as NKI kernel arguments and results: their values cross as numpy arrays
+(bfloat16 and fp8 through ml_dtypes), results come back on the device of the first tensor argument."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from trnsim.nki import dtypes
+
+
+def is_tensor(x) -> bool:
+    return type(x).__module__.startswith("torch") and hasattr(x, "shape") and hasattr(x, "dtype")
+
+
+def _views():
+    import torch
+    pairs = {torch.bfloat16: (torch.int16, np.int16, dtypes.bfloat16)}
+    if hasattr(torch, "float8_e4m3fn"):
+        pairs[torch.float8_e4m3fn] = (torch.uint8, np.uint8, dtypes.float8_e4m3)
+        pairs[torch.float8_e5m2] = (torch.uint8, np.uint8, dtypes.float8_e5m2)
+    return pairs
+
+
+def to_numpy(t) -> np.ndarray:
+    c = t.detach().cpu().contiguous()
+    view = _views().get(c.dtype)
+    if view is not None:
+        return c.view(view[0]).numpy().view(view[2])
+    return c.numpy()
+
+
+def to_torch(a: np.ndarray, device):
+    import torch
+    for tdt, (bits, np_bits, ndt) in _views().items():
+        if ndt is not None and a.dtype == ndt:
+            return torch.from_numpy(np.ascontiguousarray(a).view(np_bits)).view(tdt).to(device)
+    return torch.from_numpy(np.ascontiguousarray(a)).to(device)
+
+
+def convert_outputs(value, device):
+    if isinstance(value, np.ndarray):
+        return to_torch(value, device)
+    if isinstance(value, (tuple, list)):
+        return type(value)(convert_outputs(v, device) for v in value)
+    return value
