@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from trnsim.distributed import collective_cost, load_topology, peak_busbw
 
-SIZES = [4 << 10 << (2 * i) for i in range(10)] + [1 << 30]   # 4 KiB, 16 KiB, ..., 1 GiB
+SIZES = [4 << 10 << (2 * i) for i in range(10)]   # 4 KiB, 16 KiB, ..., 1 GiB
 
 
 def human(nbytes: int) -> str:

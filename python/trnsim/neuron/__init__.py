@@ -313,6 +313,8 @@ def _register() -> None:
         for_tensor=True, for_module=True, for_storage=True)
     from trnsim.neuron import dynamo_interface
     dynamo_interface.install()
+    from trnsim import distributed   # the c10d backend "neuron"
+    distributed.register()
 
 
 if not hasattr(torch, "neuron"):

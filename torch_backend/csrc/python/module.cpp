@@ -11,6 +11,7 @@
 
 #include "aten/fallback.h"
 #include "aten/native/launch.h"
+#include "distributed/backend.h"
 #include "python/compiler_bindings.h"
 #include "python/profiler_bindings.h"
 #include "runtime/devices.h"
@@ -110,4 +111,5 @@ PYBIND11_MODULE(_C, m) {
     });
     init_profiler_bindings(m);
     init_compiler_bindings(m);
+    init_distributed_bindings(m);
 }
