@@ -1,0 +1,72 @@
+"""Data-parallel training on simulated neuron devices with unmodified DistributedDataParallel.
+
+    .venv/bin/python -m torch.distributed.run --nproc-per-node 2 examples/distributed_ddp.py [--steps N]
+
+One process per logical NeuronCore (LOCAL_RANK -> torch.neuron.set_device). Each rank trains the
+demo GPT on its share of the batch; DDP all-reduces the gradients in buckets during backward,
+through the c10d backend "neuron" (docs/distributed.md). Rank 0 prints, per step: the loss (the
+mean over ranks), the simulated step time, the MFU, the time the step's collectives took, and
+the exposed communication (the time the device waited for them).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+import trnsim.distributed as td
+from trnsim import workloads
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--steps", type=int, default=4)
+    args = parser.parse_args()
+
+    torch.neuron.set_device(int(os.environ.get("LOCAL_RANK", 0)))
+    dist.init_process_group("neuron")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    device = torch.device("neuron", torch.neuron.current_device())
+
+    cfg = workloads.GPTConfig(batch=4 * world)
+    torch.manual_seed(0)
+    model = DDP(workloads.GPT(cfg).to(device), bucket_cap_mb=1)
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
+    flops = workloads.training_flops(model.module, cfg.layers, cfg.d_model, cfg.seq, cfg.batch // world * cfg.seq)
+    peak = torch.neuron.get_device_properties(device).peak_flops_bf16
+    topo = td.default_topology()
+    if rank == 0:
+        print(f"{world} ranks on {topo.name}; GPT {cfg.layers}x{cfg.d_model}, {cfg.batch // world} sequences "
+              f"of {cfg.seq} per rank, bf16 autocast")
+        print(f"{'step':>4} {'loss':>8} {'step us':>10} {'MFU':>6} {'comm us':>9} {'exposed us':>11} collectives")
+
+    for step, (x, y) in enumerate(workloads.token_stream(cfg, args.steps)):
+        x, y = (t.reshape(world, -1, cfg.seq)[rank].to(device) for t in (x, y))
+        td.reset_collective_log()
+        exposed0 = td.exposed_comm_ps()
+        start, end = torch.neuron.Event(enable_timing=True), torch.neuron.Event(enable_timing=True)
+        start.record()
+        with torch.autocast("neuron", dtype=torch.bfloat16):
+            loss = model(x, y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()                      # waits (in simulated time) for the last gradient bucket
+        end.record()
+        step_s = start.elapsed_time(end) / 1e3
+        log = td.collective_log()
+        comm_s = sum(r.end_ps - r.start_ps for r in log) / 1e12
+        exposed_s = (td.exposed_comm_ps() - exposed0) / 1e12
+        mean = loss.detach().clone()
+        dist.all_reduce(mean, op=dist.ReduceOp.AVG)
+        if rank == 0:
+            print(f"{step:>4} {mean.item():>8.4f} {step_s * 1e6:>10.1f} {flops / step_s / peak * 100:>5.1f}% "
+                  f"{comm_s * 1e6:>9.1f} {exposed_s * 1e6:>11.1f} {len(log)} x {log[0].algorithm if log else '-'}", flush=True)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
