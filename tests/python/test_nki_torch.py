@@ -41,3 +41,56 @@ def test_output_argument_tensor_is_written():
     out = torch.zeros(64, 32).to("neuron")
     into_argument(a, out)
     torch.testing.assert_close(out.cpu(), torch.sigmoid(a.cpu()), rtol=1e-5, atol=1e-6)
+
+
+@nki.jit
+def scale_fwd(a, b):
+    out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+    nl.store(out, value=nl.multiply(nl.tanh(nl.load(a)), nl.load(b)))
+    return out
+
+
+@nki.jit
+def scale_bwd(a, b, grad):
+    """d/da tanh(a) * b = (1 - tanh(a)^2) * b * grad; d/db = tanh(a) * grad."""
+    ga = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+    gb = nl.ndarray(b.shape, b.dtype, buffer=nl.shared_hbm)
+    t = nl.tanh(nl.load(a))
+    g = nl.load(grad)
+    one_minus = nl.subtract(1.0, nl.multiply(t, t))
+    nl.store(ga, value=nl.multiply(nl.multiply(one_minus, nl.load(b)), g))
+    nl.store(gb, value=nl.multiply(t, g))
+    return ga, gb
+
+
+tanh_mul = nki.torch_op("nki_test::tanh_mul", scale_fwd, scale_bwd)
+
+
+@pytest.mark.parametrize("device", ["cpu", "neuron"])
+def test_custom_op_with_autograd(device):
+    a = torch.randn(128, 64, device=device, requires_grad=True)
+    b = torch.randn(128, 64, device=device, requires_grad=True)
+    out = tanh_mul(a, b)
+    out.sum().backward()
+    a_ref, b_ref = a.detach().cpu().requires_grad_(), b.detach().cpu().requires_grad_()
+    (torch.tanh(a_ref) * b_ref).sum().backward()
+    torch.testing.assert_close(out.detach().cpu(), torch.tanh(a_ref) * b_ref, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(a.grad.cpu(), a_ref.grad, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(b.grad.cpu(), b_ref.grad, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("backend, device", [("aot_eager", "cpu"), ("neuron", "neuron")])
+def test_custom_op_under_torch_compile(backend, device):
+    a = torch.randn(128, 64, device=device, requires_grad=True)
+    b = torch.randn(128, 64, device=device)
+
+    def step(x, y):
+        return (tanh_mul(x, y) * 2.0).sum()
+
+    loss = torch.compile(step, backend=backend, fullgraph=True)(a, b)
+    loss.backward()
+    a_ref, b_ref = a.detach().cpu().requires_grad_(), b.cpu()
+    expected = (torch.tanh(a_ref) * b_ref * 2.0).sum()
+    expected.backward()
+    torch.testing.assert_close(loss.detach().cpu(), expected.detach(), rtol=1e-5, atol=1e-4)
+    torch.testing.assert_close(a.grad.cpu(), a_ref.grad, rtol=1e-5, atol=1e-5)

@@ -22,6 +22,8 @@ from trnsim.nki.errors import NkiCapacityError, NkiError, NkiIndexError, NkiUnsu
 from trnsim.nki.profile import KernelRun  # noqa: F401
 from trnsim.nki.runtime import Kernel, benchmark, jit, simulate, simulate_kernel, spec  # noqa: F401
 
+from trnsim.nki.torch_op import torch_op  # noqa: E402,F401
+
 baremetal = jit   # @nki.baremetal: called on numpy arrays it runs the kernel, as @nki.jit does here
 
 

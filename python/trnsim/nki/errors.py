@@ -11,14 +11,14 @@ import linecache
 import os
 import sys
 
-_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 
 
 def user_frame():
     """The innermost frame outside trnsim.nki (the kernel line being traced), or None."""
     f = sys._getframe(1)
     while f is not None:
-        if not f.f_code.co_filename.startswith(_PACKAGE_DIR):
+        if not f.f_code.co_filename.startswith(PACKAGE_DIR):
             return f
         f = f.f_back
     return None

@@ -43,3 +43,20 @@ def convert_outputs(value, device):
     if isinstance(value, (tuple, list)):
         return type(value)(convert_outputs(v, device) for v in value)
     return value
+
+
+def numpy_dtype(torch_dtype) -> np.dtype:
+    """The numpy (ml_dtypes) dtype of a torch dtype."""
+    view = _views().get(torch_dtype)
+    if view is not None:
+        return view[2]
+    return dtypes.as_dtype(str(torch_dtype).replace("torch.", ""))
+
+
+def torch_dtype(dt: np.dtype):
+    import torch
+    for tdt, (_, _, ndt) in _views().items():
+        if ndt is not None and dt == ndt:
+            return tdt
+    return {np.dtype(np.float32): torch.float32, np.dtype(np.float16): torch.float16,
+            np.dtype(np.int32): torch.int32, np.dtype(np.uint8): torch.uint8, np.dtype(np.bool_): torch.bool}[dt]

@@ -17,7 +17,7 @@ import sys
 import weakref
 
 from trnsim import _core
-from trnsim.nki.errors import NkiCapacityError, NkiError, user_frame
+from trnsim.nki.errors import PACKAGE_DIR, NkiCapacityError, NkiError, user_frame
 
 ISA = _core.isa_names()
 OPCODE = {n: i for i, n in enumerate(ISA["opcode"])}
@@ -184,12 +184,20 @@ class Trace:
     def release_later(self, owner, buffer: str, key: int) -> None:
         """Frees the buffer when `owner` (the tile's storage) is garbage collected."""
         weakref.finalize(owner, _release, self, buffer, key)
-        self._owners[key] = (weakref.ref(owner), self._alloc_site)
+        self._owners[(buffer, key)] = weakref.ref(owner)
 
     def reclaim(self, allocator: Allocator) -> None:
         """Frees the buffer held by the variable the allocating line assigns, when nothing else holds
         it: `t = nl.load(...)` in a loop body allocates the next iteration's tile while `t` still
         holds the last one, which the assignment is about to drop."""
+        # Reading a frame's f_locals leaves a snapshot holding its variables' values of that moment
+        # (this method reads one below); re-reading it drops the values rebound since.
+        f = sys._getframe(1)
+        while f is not None:
+            if not f.f_code.co_filename.startswith(PACKAGE_DIR):
+                f.f_locals  # noqa: B018  (re-synchronises the snapshot)
+            f = f.f_back
+        del f
         frame, site = self._alloc_frame, self._alloc_site
         if frame is None:
             return
@@ -200,8 +208,9 @@ class Trace:
         if type(view).__name__ != "NkiTensor":
             return
         storage = view.st
-        for key, (owner, owner_site) in list(self._owners.items()):
-            if owner() is storage and key in allocator.live:
+        buffer = allocator.name.lower()
+        for (owner_buffer, key), owner in list(self._owners.items()):
+            if owner_buffer == buffer and owner() is storage and key in allocator.live:
                 # Referenced by: the frame's variable and its f_locals snapshot, `view` here and
                 # getrefcount's argument; the storage by that view only (`storage` and the argument).
                 if sys.getrefcount(view) == 4 and sys.getrefcount(storage) == 3:
@@ -211,7 +220,7 @@ class Trace:
 
 def _release(trace: Trace, buffer: str, key: int) -> None:
     if trace.active:
-        trace._owners.pop(key, None)
+        trace._owners.pop((buffer, key), None)
         (trace.sbuf if buffer == "sbuf" else trace.psum).free(key)
 
 
