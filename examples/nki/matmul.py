@@ -112,14 +112,15 @@ def matmul_block_free(lhsT, rhs, tiles_m=2, tiles_n=2):
 def matmul_blocked(lhsT, rhs, tiles_m=16, tiles_n=2, tiles_k=8):
     """All dims blocked. For each N block and each K block, the rhs block [block_k, block_n] is
     loaded once and every M block is multiplied with it; each K block's partial sums leave PSUM
-    into an fp32 SBUF accumulator holding the whole [M block, N block] result."""
+    into an SBUF accumulator holding the whole [M, N block] result column."""
     K, M = lhsT.shape
     _, N = rhs.shape
     block_m, block_n, block_k = TILE_M * tiles_m, TILE_N * tiles_n, TILE_K * tiles_k
     assert M % block_m == 0 and N % block_n == 0 and K % block_k == 0, "sizes must be multiples of the blocks"
     result = nl.ndarray((M, N), dtype=lhsT.dtype, buffer=nl.shared_hbm)
-    # The fp32 sums of one N block (all of M), reused by every N block.
-    sums = [nl.ndarray((tiles_m * tiles_n, nl.par_dim(TILE_M), TILE_N), dtype=nl.float32, buffer=nl.sbuf)
+    # The sums of one N block (all of M) in the result's dtype, as the tutorial keeps them, reused by
+    # every N block; what this leaves of SBUF double-buffers the operand blocks.
+    sums = [nl.ndarray((tiles_m * tiles_n, nl.par_dim(TILE_M), TILE_N), dtype=result.dtype, buffer=nl.sbuf)
             for _ in range(M // block_m)]
     for n in nl.affine_range(N // block_n):
         for k in nl.sequential_range(K // block_k):
