@@ -6,7 +6,9 @@ One process per logical NeuronCore (LOCAL_RANK -> torch.neuron.set_device). Each
 demo GPT on its share of the batch; DDP all-reduces the gradients in buckets during backward,
 through the c10d backend "neuron" (docs/distributed.md). Rank 0 prints, per step: the loss (the
 mean over ranks), the simulated step time, the MFU, the time the step's collectives took, and
-the exposed communication (the time the device waited for them).
+the exposed communication (the time the device waited for them). With --trace DIR, each rank
+writes its collectives to DIR/rank<r>.json and rank 0 merges them into DIR/collectives.json
+(one process per rank; open in https://ui.perfetto.dev).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from trnsim import workloads
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--steps", type=int, default=4)
+    parser.add_argument("--trace", metavar="DIR", help="write the ranks' collective tracks here")
     args = parser.parse_args()
 
     torch.neuron.set_device(int(os.environ.get("LOCAL_RANK", 0)))
@@ -46,7 +49,7 @@ def main() -> None:
 
     for step, (x, y) in enumerate(workloads.token_stream(cfg, args.steps)):
         x, y = (t.reshape(world, -1, cfg.seq)[rank].to(device) for t in (x, y))
-        td.reset_collective_log()
+        logged = len(td.collective_log())
         exposed0 = td.exposed_comm_ps()
         start, end = torch.neuron.Event(enable_timing=True), torch.neuron.Event(enable_timing=True)
         start.record()
@@ -57,7 +60,7 @@ def main() -> None:
         opt.step()                      # waits (in simulated time) for the last gradient bucket
         end.record()
         step_s = start.elapsed_time(end) / 1e3
-        log = td.collective_log()
+        log = td.collective_log()[logged:]
         comm_s = sum(r.end_ps - r.start_ps for r in log) / 1e12
         exposed_s = (td.exposed_comm_ps() - exposed0) / 1e12
         mean = loss.detach().clone()
@@ -65,6 +68,13 @@ def main() -> None:
         if rank == 0:
             print(f"{step:>4} {mean.item():>8.4f} {step_s * 1e6:>10.1f} {flops / step_s / peak * 100:>5.1f}% "
                   f"{comm_s * 1e6:>9.1f} {exposed_s * 1e6:>11.1f} {len(log)} x {log[0].algorithm if log else '-'}", flush=True)
+    if args.trace:
+        td.export_chrome_trace(os.path.join(args.trace, f"rank{rank}.json"))
+        dist.barrier()
+        if rank == 0:
+            td.merge_chrome_traces([os.path.join(args.trace, f"rank{r}.json") for r in range(world)],
+                                   os.path.join(args.trace, "collectives.json"))
+            print(f"collective tracks of {world} ranks: {os.path.join(args.trace, 'collectives.json')}")
     dist.destroy_process_group()
 
 
