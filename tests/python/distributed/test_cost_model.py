@@ -84,7 +84,7 @@ def test_rank_placement_fills_a_chip_then_an_instance():
 
 def test_every_preset_loads_and_cites_its_numbers():
     names = preset_names()
-    assert {"trn1.32xlarge", "trn2.48xlarge", "trn3-ultraserver-gen2"} <= set(names)
+    assert {"trn1.32xlarge", "trn2.48xlarge", "trn2u-ultraserver", "trn3-ultraserver-gen2"} <= set(names)
     for name in names:
         topo = load(name)
         raw = yaml.safe_load(next(d / f"{name}.yaml" for d in preset_dirs() if (d / f"{name}.yaml").is_file())
@@ -108,6 +108,13 @@ def test_bad_presets_are_refused(tmp_path):
         load("no-such-instance")
     with pytest.raises(ValueError, match="unknown collective"):
         collective_cost(load("trn2.48xlarge"), "all_reduce_sparse", 1, range(2))
+
+
+def test_the_ultraserver_ring_beats_efa_between_the_same_four_instances():
+    ranks = range(256)
+    ultra = collective_cost(load_topology("trn2u-ultraserver"), "all_reduce", 1 << 30, ranks)
+    efa = collective_cost(load_topology("trn2.48xlarge"), "all_reduce", 1 << 30, ranks)
+    assert ultra.seconds < efa.seconds
 
 
 def test_a_thousand_instances_are_timed_without_running_them():
