@@ -4,12 +4,24 @@
                                            chips of a trn2.48xlarge (one rank per chip), over
                                            the topology's peak (4 NeuronLink-v3 links per chip)
 
+    ddp_exposed_comm_fraction              exposed communication over step time of a 2-rank DDP
+                                           step of the demo GPT (examples/distributed_ddp.py
+                                           under torchrun; steps after the first)
+
 Then the per-size curve (4 KiB - 1 GiB) of that all-reduce, and of a whole instance (64
 logical cores) and of 4 instances, with the algorithm the model chose. The model needs no
 ranks: docs/distributed.md gives the formulas and configs/topology/*.yaml the constants.
 """
 
 from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
 
 from trnsim.distributed import collective_cost, load_topology, peak_busbw
 
@@ -23,12 +35,27 @@ def human(nbytes: int) -> str:
     return f"{nbytes} B"
 
 
+def ddp_exposed_comm_fraction(steps: int = 4) -> float:
+    example = Path(__file__).resolve().parents[1] / "examples" / "distributed_ddp.py"
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "steps.json"
+        subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-addr",
+                        "127.0.0.1", "--master-port", str(port), str(example), "--steps", str(steps), "--json",
+                        str(out)], check=True, capture_output=True, env=dict(os.environ, OMP_NUM_THREADS="1"))
+        measured = json.loads(out.read_text())["steps"][1:]
+    return sum(s["exposed_s"] for s in measured) / sum(s["step_s"] for s in measured)
+
+
 def main() -> None:
     topo = load_topology("trn2.48xlarge")
     one_per_chip = [chip * topo.ranks_per_chip for chip in range(16)]
     peak = peak_busbw(topo, "instance")
     cost = collective_cost(topo, "all_reduce", 1 << 30, one_per_chip)
     print(f"BENCH allreduce_busbw_fraction_trn2_16chip {cost.busbw / peak:.4f} fraction")
+    print(f"BENCH ddp_exposed_comm_fraction {ddp_exposed_comm_fraction():.4f} fraction", flush=True)
 
     groups = {"16 chips, 1 rank each": one_per_chip, "1 instance, 64 ranks": list(range(64)),
               "4 instances, 256 ranks": list(range(256))}

@@ -14,6 +14,7 @@ writes its collectives to DIR/rank<r>.json and rank 0 merges them into DIR/colle
 from __future__ import annotations
 
 import argparse
+import json
 import os
 
 import torch
@@ -28,6 +29,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--steps", type=int, default=4)
     parser.add_argument("--trace", metavar="DIR", help="write the ranks' collective tracks here")
+    parser.add_argument("--json", metavar="PATH", help="rank 0 writes the per-step numbers here")
     args = parser.parse_args()
 
     torch.neuron.set_device(int(os.environ.get("LOCAL_RANK", 0)))
@@ -47,6 +49,7 @@ def main() -> None:
               f"of {cfg.seq} per rank, bf16 autocast")
         print(f"{'step':>4} {'loss':>8} {'step us':>10} {'MFU':>6} {'comm us':>9} {'exposed us':>11} collectives")
 
+    steps = []
     for step, (x, y) in enumerate(workloads.token_stream(cfg, args.steps)):
         x, y = (t.reshape(world, -1, cfg.seq)[rank].to(device) for t in (x, y))
         logged = len(td.collective_log())
@@ -65,9 +68,14 @@ def main() -> None:
         exposed_s = (td.exposed_comm_ps() - exposed0) / 1e12
         mean = loss.detach().clone()
         dist.all_reduce(mean, op=dist.ReduceOp.AVG)
+        steps.append({"loss": mean.item(), "step_s": step_s, "mfu": flops / step_s / peak, "comm_s": comm_s,
+                      "exposed_s": exposed_s, "collectives": len(log)})
         if rank == 0:
             print(f"{step:>4} {mean.item():>8.4f} {step_s * 1e6:>10.1f} {flops / step_s / peak * 100:>5.1f}% "
                   f"{comm_s * 1e6:>9.1f} {exposed_s * 1e6:>11.1f} {len(log)} x {log[0].algorithm if log else '-'}", flush=True)
+    if args.json and rank == 0:
+        with open(args.json, "w") as f:
+            json.dump({"ranks": world, "topology": topo.name, "steps": steps}, f)
     if args.trace:
         td.export_chrome_trace(os.path.join(args.trace, f"rank{rank}.json"))
         dist.barrier()
