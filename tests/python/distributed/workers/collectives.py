@@ -1,6 +1,6 @@
 """Every collective and reduce op on neuron tensors against gloo on the same values on CPU.
 
-Run by tests/python/distributed/test_collectives.py under torchrun with 2 ranks. Prints
+Run by tests/python/distributed/test_distributed_collectives.py under torchrun with 2 ranks. Prints
 "PASS <check>" per check; any mismatch raises (the process exits non-zero).
 """
 
