@@ -104,22 +104,20 @@ class Topology:
 
 
 def preset_dirs() -> list[Path]:
-    """Where presets are looked up: the installed package's, then the source tree's."""
+    """Where presets are looked up: the source tree's (a checkout), then the installed package's."""
     import trnsim
 
-    dirs = []
+    dirs = [Path(__file__).resolve().parents[3] / "configs" / "topology"]
     installed = trnsim.installed_path("configs", "topology")
-    if installed is not None:
+    if installed is not None and installed not in dirs:
         dirs.append(installed)
-    dirs.append(Path(__file__).resolve().parents[3] / "configs" / "topology")
-    return dirs
+    return [d for d in dirs if d.is_dir()]
 
 
 def preset_names() -> list[str]:
     names: set[str] = set()
     for d in preset_dirs():
-        if d.is_dir():
-            names.update(p.stem for p in d.glob("*.yaml"))
+        names.update(p.stem for p in d.glob("*.yaml"))
     return sorted(names)
 
 
