@@ -21,6 +21,8 @@ inline std::atomic<uint64_t>& interrupt_epoch() noexcept {
     return epoch;
 }
 
-inline void interrupt_runs() noexcept { interrupt_epoch().fetch_add(1, std::memory_order_relaxed); }
+// Release: whatever the caller wrote before (Python's "signal pending" flag) is visible to the
+// run that sees the new epoch.
+inline void interrupt_runs() noexcept { interrupt_epoch().fetch_add(1, std::memory_order_release); }
 
 }  // namespace trnsim

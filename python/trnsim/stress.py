@@ -142,6 +142,78 @@ def run_exit_scenario(mode: str = "functional", timeout: float = 900.0) -> tuple
     return ok, "" if ok else f"exit status {proc.returncode}: {proc.stderr[-1500:]}"
 
 
+# Ctrl-C during a long simulation. The main thread launches one N x N matmul after another in
+# simulate(); a helper thread prints "started" once it sees the main thread inside simulate()
+# (so the launches' program is built and one is running), and the parent sends SIGINT then.
+# With ELSEWHERE the main thread blocks SIGINT, so the signal handler runs on the helper thread
+# while the main thread simulates. The child reports when it caught KeyboardInterrupt, the
+# notes trnsim added to it (which simulation stopped, and at which instruction), and whether
+# the device still computes right; a second KeyboardInterrupt for the same Ctrl-C would end it.
+INTERRUPT_SCENARIO = r"""
+import json, signal, sys, threading, time, torch, trnsim.neuron
+ELSEWHERE = False
+a = torch.randn(N, N, generator=torch.Generator().manual_seed(0)).to("neuron")
+(a @ a).cpu()                                  # builds the program
+def simulate():
+    while True:
+        torch.mm(a, a)
+def simulating(frame):
+    while frame is not None and frame.f_code is not simulate.__code__:
+        frame = frame.f_back
+    return frame is not None
+def announce(main=threading.main_thread().ident):
+    while not simulating(sys._current_frames().get(main)):
+        time.sleep(0.005)
+    print("started", flush=True)
+    while ELSEWHERE:
+        time.sleep(0.005)
+threading.Thread(target=announce, daemon=True).start()
+if ELSEWHERE:
+    signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGINT])
+try:
+    simulate()
+except KeyboardInterrupt as e:
+    caught, notes = time.monotonic(), list(getattr(e, "__notes__", []))
+time.sleep(0.05)
+c = torch.arange(6.0).reshape(2, 3).to("neuron")
+small = (c @ c.T).cpu().tolist() == [[5.0, 14.0], [14.0, 50.0]]
+big = torch.allclose((a @ a).cpu(), a.cpu() @ a.cpu(), rtol=1e-4, atol=1e-3)
+print(json.dumps({"caught": caught, "notes": notes, "usable": small and big}))
+"""
+
+
+def run_interrupt_scenario(n: int = 2048, elsewhere: bool = False, timeout: float = 300.0) -> dict:
+    """Runs INTERRUPT_SCENARIO with n x n matmuls (the signal handled on another thread than
+    the simulating one with 'elsewhere'), sends SIGINT once the child says it is simulating;
+    the child's report plus "latency_s" (from the signal to the KeyboardInterrupt) and
+    "returncode"."""
+    import json
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    source = INTERRUPT_SCENARIO.replace("randn(N, N", f"randn({n}, {n}").replace(
+        "ELSEWHERE = False", f"ELSEWHERE = {bool(elsewhere)}")
+    proc = subprocess.Popen([sys.executable, "-c", source], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        started = proc.stdout.readline().strip()
+        sent = time.monotonic()
+        if started == "started":
+            proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=timeout)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    lines = out.strip().splitlines()
+    if started != "started" or proc.returncode != 0 or not lines:
+        return {"returncode": proc.returncode, "error": f"started={started!r}: {err[-3000:]}"}
+    report = json.loads(lines[-1])
+    return dict(report, returncode=proc.returncode, latency_s=report["caught"] - sent)
+
+
 def _rss_mib() -> float:
     with open("/proc/self/status") as f:
         for line in f:

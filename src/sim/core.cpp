@@ -122,7 +122,7 @@ thread_local uint64_t tls_run_epoch = 0;
 
 // Throws Interrupted when interrupt_runs() was called since the run began (at 'epoch').
 void check_interrupt(uint64_t epoch, const Program& prog, size_t index) {
-    if (interrupt_epoch().load(std::memory_order_relaxed) == epoch) return;
+    if (interrupt_epoch().load(std::memory_order_acquire) == epoch) return;
     throw Interrupted("simulation of " + prog.name + " interrupted at instruction " + std::to_string(index) +
                       " of " + std::to_string(prog.instrs.size()));
 }
@@ -140,13 +140,17 @@ void NeuronCore::execute_functional(const Program& prog) {
     moving_cache_->valid = false;
     for (MovingOperandCache& e : moving_cache_->stationaries) e.valid = false;
     size_t index = 0;
+    size_t next_check = 0;   // matmul chains and batches advance 'index' by more than one
     while (index < in.size()) {
         if (!ahead.empty() && ahead.front().first == index) {
             index = ahead.front().second;
             ahead.erase(ahead.begin());
             continue;
         }
-        if ((index & 63) == 0) check_interrupt(epoch, prog, index);
+        if (index >= next_check) {
+            check_interrupt(epoch, prog, index);
+            next_check = index + 64;
+        }
         const Instruction& ins = in[index];
         size_t end = index + 1;
         if (ins.op == Opcode::nc_matmul) {

@@ -4,8 +4,6 @@ Every case runs in a fresh interpreter. The exit scenarios (trnsim.stress.EXIT_S
 are repeated twice per mode here; bench/exit_stress.py repeats them 200 times.
 """
 
-import json
-import os
 import subprocess
 import sys
 import textwrap
@@ -45,39 +43,20 @@ def test_exception_raised_in_a_backward_hook_propagates():
     assert proc.stdout.split()[-1] == "192.0"
 
 
-# Ctrl-C: a helper thread sends SIGINT to the process while one long kernel simulates. An
-# interrupted launch adds less device time than a whole one; a launch that finished before the
-# interpreter saw the signal would add all of it.
-INTERRUPT = """
-    import json, os, signal, threading, time, torch, trnsim.neuron
-    a = torch.randn(N, N).to("neuron")
-    torch.nn.functional.linear(a, a)          # builds the program
-    t0, d0 = time.monotonic(), torch.neuron._device_time_ns()
-    torch.nn.functional.linear(a, a)
-    one_launch_s, one_launch_ns = time.monotonic() - t0, torch.neuron._device_time_ns() - d0
-    sent = {}
-    def interrupt():
-        sent["t"] = time.monotonic()
-        os.kill(os.getpid(), signal.SIGINT)
-    threading.Timer(one_launch_s / 4, interrupt).start()
-    before = torch.neuron._device_time_ns()
-    try:
-        torch.nn.functional.linear(a, a)
-        outcome = "completed"
-    except KeyboardInterrupt:
-        outcome = "KeyboardInterrupt"
-    latency_s = time.monotonic() - sent["t"]
-    added_ns = torch.neuron._device_time_ns() - before
-    c = torch.arange(6.0).reshape(2, 3).to("neuron")
-    usable = (c @ c.T).cpu().tolist() == [[5.0, 14.0], [14.0, 50.0]]
-    print(json.dumps({"outcome": outcome, "latency_s": latency_s, "one_launch_s": one_launch_s,
-                      "added_ns": added_ns, "one_launch_ns": one_launch_ns, "usable": usable}))
-"""
-
-
-def run_interrupt(n: int = 2048) -> dict:
-    source = textwrap.dedent(INTERRUPT).replace("N, N", f"{n}, {n}")
-    proc = subprocess.run([sys.executable, "-c", source], capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1])
-
+# Ctrl-C: the child simulates matmul after matmul (0.4 s each); SIGINT is sent once it is inside
+# one, and handled on the simulating thread or on another one. The note on the KeyboardInterrupt
+# proves a launch was stopped between two instructions: an interrupt Python noticed only after a
+# whole launch would carry none. A signal can still land in the microseconds between two
+# launches (Python raises there by itself, correctly): that attempt is repeated, so the test
+# fails only when launches are not stopped. A second KeyboardInterrupt for the same Ctrl-C would
+# end the child with an error. bench/exit_stress.py reports the latency over repetitions.
+@pytest.mark.parametrize("elsewhere", [False, True], ids=["handled_on_the_simulating_thread", "handled_elsewhere"])
+def test_ctrl_c_stops_a_simulation_and_the_device_stays_usable(elsewhere):
+    for attempt in range(3):
+        r = stress.run_interrupt_scenario(n=2048, elsewhere=elsewhere)
+        assert r["returncode"] == 0, r.get("error")
+        assert r["latency_s"] < 2.0, r
+        assert r["usable"], r
+        if any("interrupted at instruction" in note for note in r["notes"]):
+            return
+    raise AssertionError(f"no launch was stopped in {attempt + 1} attempts: {r}")
