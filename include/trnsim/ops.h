@@ -31,6 +31,8 @@
 #include "trnsim/ops/pointwise.h"
 #include "trnsim/ops/reductions.h"
 #include "trnsim/ops/rnn.h"
+#include "trnsim/ops/scan.h"
+#include "trnsim/ops/sort.h"
 #include "trnsim/ops/softmax.h"
 
 namespace trnsim::ops {
