@@ -104,6 +104,7 @@ void write_fields(std::ostringstream& os, const Instruction& ins) {
         case Opcode::tensor_copy:
         case Opcode::dma_gather:
         case Opcode::dma_scatter_add:
+        case Opcode::dma_scatter:
         case Opcode::max8:
         case Opcode::nc_find_index8:
         case Opcode::barrier:

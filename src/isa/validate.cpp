@@ -249,7 +249,8 @@ private:
             case Opcode::dma_copy: return check_dma_copy();
             case Opcode::dma_transpose: return check_dma_transpose();
             case Opcode::dma_gather:
-            case Opcode::dma_scatter_add: return check_dma_indirect();
+            case Opcode::dma_scatter_add:
+            case Opcode::dma_scatter: return check_dma_indirect();
             case Opcode::nc_matmul: return check_matmul();
             case Opcode::nc_transpose: return check_transpose();
             case Opcode::activation: return check_activation();

@@ -73,8 +73,9 @@ uint64_t instruction_hbm_bytes(const Instruction& ins) {
             const bool gather = ins.op == Opcode::dma_gather;
             const AccessPattern& table = gather ? ins.src0 : ins.dst;
             const AccessPattern& rows = gather ? ins.dst : ins.src0;
+            const uint64_t table_passes = ins.op == Opcode::dma_scatter_add ? 2 : 1;
             uint64_t bytes = 0;
-            if (table.space == MemSpace::HBM) bytes += rows.elems() * dtype_size(table.dtype) * (gather ? 1 : 2);
+            if (table.space == MemSpace::HBM) bytes += rows.elems() * dtype_size(table.dtype) * table_passes;
             if (rows.space == MemSpace::HBM) bytes += rows.bytes();
             return bytes;
         }

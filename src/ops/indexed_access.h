@@ -2,6 +2,7 @@
 // losses that pick target classes (losses.cpp).
 #pragma once
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -38,6 +39,7 @@ struct IndexedTile {
     AccessPattern mask;    // f32 scratch
     AccessPattern table;   // HBM [1 partition, span] of the table's dtype
     std::vector<AccessPattern> tmp;   // f32 scratch tiles the caller asked for
+    AccessPattern vals;    // a tile of the dtype the caller asked for (values moved exactly)
 };
 
 inline tiling::IterSpace indexed_space(const std::string& op, const TensorDesc& index, const IndexedTable& it,
@@ -71,11 +73,12 @@ inline tiling::IterSpace indexed_space(const std::string& op, const TensorDesc& 
 // Calls body for every tile of the loop over S with the index values loaded and the bases set.
 inline void for_each_indexed_tile(KernelBuilder& kb, const std::string& op, const TensorDesc& index, const IndexedTable& it,
                            std::initializer_list<const TensorDesc*> extras, int ntmp,
-                           const std::function<void(const IndexedTile&, tiling::DmaQueues&)>& body) {
+                           const std::function<void(const IndexedTile&, tiling::DmaQueues&)>& body,
+                           std::optional<DType> vals_dtype = std::nullopt) {
     const tiling::IterSpace s = indexed_space(op, index, it, extras);
     if (s.numel() == 0) return;
     constexpr int kDepth = 2;
-    const uint32_t fmax = tiling::column_budget(kb.chip(), 4 * (4 + static_cast<uint64_t>(ntmp)), kDepth);
+    const uint32_t fmax = tiling::column_budget(kb.chip(), 4 * (4 + static_cast<uint64_t>(ntmp) + (vals_dtype ? 1 : 0)), kDepth);
     const std::vector<tiling::TileBox> tiles = tiling::plan_tiles(s, fmax);
     uint32_t F = 1;
     for (const tiling::TileBox& t : tiles) F = std::max(F, t.F);
@@ -84,6 +87,8 @@ inline void for_each_indexed_tile(KernelBuilder& kb, const std::string& op, cons
         flat_ring(kb, depth, {F}, DType::i32), mask_ring(kb, depth, {F}, DType::f32);
     std::vector<tiling::TileRing> tmp_rings;
     for (int i = 0; i < ntmp; ++i) tmp_rings.emplace_back(kb, depth, std::vector<uint32_t>{F}, DType::f32);
+    tiling::TileRing vals_ring;
+    if (vals_dtype) vals_ring = tiling::TileRing(kb, depth, {F}, *vals_dtype);
     const Tile rows = kb.alloc_sbuf(tiling::kPartitions, {3}, DType::f32);   // partition index, digit, row base
     tiling::DmaQueues q(kb.chip());
     for (const tiling::TileBox& tb : tiles) {
@@ -94,6 +99,7 @@ inline void for_each_indexed_tile(KernelBuilder& kb, const std::string& op, cons
         t.flat = tiling::tile_view(flat_ring.next(), tb.P, tb.F);
         t.mask = tiling::tile_view(mask_ring.next(), tb.P, tb.F);
         for (auto& r : tmp_rings) t.tmp.push_back(tiling::tile_view(r.next(), tb.P, tb.F));
+        if (vals_dtype) t.vals = tiling::tile_view(vals_ring.next(), tb.P, tb.F);
         tiling::dma_tile(kb, q, t.idx, tiling::hbm_ap(tb.box, 0, index), false);
         int64_t span = 1 + (it.dim_size - 1) * it.dim_stride;
         for (const tiling::Dim& d : tb.box.dims) span += (d.size - 1) * d.stride[1];
@@ -152,6 +158,7 @@ inline void for_each_indexed_tile(KernelBuilder& kb, const std::string& op, cons
         body(t, q);
     }
     kb.release(rows);
+    if (vals_dtype) vals_ring.release(kb);
     for (auto it_ring = tmp_rings.rbegin(); it_ring != tmp_rings.rend(); ++it_ring) it_ring->release(kb);
     mask_ring.release(kb);
     flat_ring.release(kb);
@@ -173,17 +180,25 @@ inline void flat_offsets(KernelBuilder& kb, const IndexedTile& t, int64_t dim_si
     tiling::select_imm(kb, t.flat, t.mask, t.flat, -1.0f);
 }
 
-// One indirect DMA: gather (rows <- table[flat]) or scatter-add (table[flat] += rows).
-inline void indirect(KernelBuilder& kb, tiling::DmaQueues& q, bool gather, const AccessPattern& table,
+// One indirect DMA (kind: dma_gather: rows <- table[flat]; dma_scatter: table[flat] <- rows;
+// dma_scatter_add: table[flat] += rows).
+inline void indirect(KernelBuilder& kb, tiling::DmaQueues& q, Opcode kind, const AccessPattern& table,
               const AccessPattern& rows, const AccessPattern& flat) {
+    const bool gather = kind == Opcode::dma_gather;
     Instruction ins;
-    ins.op = gather ? Opcode::dma_gather : Opcode::dma_scatter_add;
+    ins.op = kind;
     ins.engine = Engine::DMA;
     ins.dma_queue = static_cast<uint8_t>(q.store());
     ins.dst = gather ? rows : table;
     ins.src0 = gather ? table : rows;
     ins.src1 = flat;
     kb.emit(ins);
+}
+
+// The gather (true) or scatter-add (false) form.
+inline void indirect(KernelBuilder& kb, tiling::DmaQueues& q, bool gather, const AccessPattern& table,
+                     const AccessPattern& rows, const AccessPattern& flat) {
+    indirect(kb, q, gather ? Opcode::dma_gather : Opcode::dma_scatter_add, table, rows, flat);
 }
 
 

@@ -1,5 +1,5 @@
-// Indexing and data movement (ops.h): row gathers and scatter-adds through the
-// indirect DMA instructions (dma_gather / dma_scatter_add: indices are loaded
+// Indexing and data movement (ops.h): row gathers, stores and scatter-adds through the
+// indirect DMA instructions (dma_gather / dma_scatter / dma_scatter_add: indices are loaded
 // into SBUF, the DMA engines move whole rows HBM -> HBM); element gathers and
 // scatters (gather, scatter, scatter_add, one_hot, nll_loss) through the same
 // instructions with rows of one element, the flat element offsets computed on
@@ -62,10 +62,12 @@ Inner inner_dims(const std::string& op, const TensorDesc& a, const TensorDesc& b
     return in;
 }
 
-// Gathers (table -> rows) or scatter-adds (rows -> table) along 'dim': rows[.., i, ..] <-> table[.., index[i], ..].
-// table and rows agree on every dim but 'dim'; index is a 1-D i32 vector of rows.sizes[dim] entries.
-void indirect_along_dim(KernelBuilder& kb, const std::string& op, bool gather, const TensorDesc& table,
+// Gathers (table -> rows), stores or scatter-adds (rows -> table) along 'dim' (kind: the indirect DMA
+// opcode): rows[.., i, ..] <-> table[.., index[i], ..]. table and rows agree on every dim but 'dim';
+// index is a 1-D i32 vector of rows.sizes[dim] entries.
+void indirect_along_dim(KernelBuilder& kb, const std::string& op, Opcode kind, const TensorDesc& table,
                         const TensorDesc& rows, int64_t dim, const TensorDesc& index) {
+    const bool gather = kind == Opcode::dma_gather;
     tiling::check_desc(op, table, "table");
     tiling::check_desc(op, rows, "rows");
     tiling::check_desc(op, index, "index");
@@ -129,7 +131,7 @@ void indirect_along_dim(KernelBuilder& kb, const std::string& op, bool gather, c
                 rw.stride[k + 1] = in.strides_b[k];
             }
             Instruction ins;
-            ins.op = gather ? Opcode::dma_gather : Opcode::dma_scatter_add;
+            ins.op = kind;
             ins.engine = Engine::DMA;
             ins.dma_queue = static_cast<uint8_t>(q.store());
             ins.dst = gather ? rw : tab;
@@ -181,8 +183,40 @@ void scatter_add_along(KernelBuilder& kb, const std::string& op, const TensorDes
         flat_offsets(kb, t, it.dim_size, it.dim_stride, true);
         // The source values travel through the (now free) mask tile, in fp32.
         tiling::dma_tile(kb, q, t.mask, tiling::hbm_ap(t.tb->box, 2, src_view), false);
-        indirect(kb, q, false, t.table, t.mask, t.flat);
+        indirect(kb, q, Opcode::dma_scatter_add, t.table, t.mask, t.flat);
     });
+}
+
+// out[.., index[e], ..] = src[e] (or 'value' where src is null) along dim, in the index's row-major
+// order: the last write to a repeated target stays, as on the CPU. The values travel through
+// SBUF tiles of out's dtype (integers exactly).
+void scatter_store(KernelBuilder& kb, const std::string& op, const TensorDesc& out, int64_t dim,
+                   const TensorDesc& index, const TensorDesc* src, float value) {
+    const TensorDesc out1 = at_least_1d(out), index1 = at_least_1d(index);
+    dim = wrap_dim(op, dim, out1.dim());
+    const IndexedTable it = along_dim(op, out1, index1, dim);
+    TensorDesc src_view;
+    if (src) {
+        src_view = at_least_1d(*src);
+        if (src_view.dtype != out.dtype) fail(op, "src " + src->str() + " must have the dtype of " + out.str());
+        for (int64_t d = 0; d < index1.dim(); ++d)
+            if (src_view.dim() != index1.dim() || index1.sizes[d] > src_view.sizes[d])
+                fail(op, "index " + index.str() + " is larger than src " + src->str());
+        src_view.sizes = index1.sizes;
+    }
+    const auto body = [&](const IndexedTile& t, tiling::DmaQueues& q) {
+        flat_offsets(kb, t, it.dim_size, it.dim_stride, true);
+        if (src) tiling::dma_tile(kb, q, t.vals, tiling::hbm_ap(t.tb->box, 2, src_view), false);
+        else kb.memset(t.vals, value);
+        indirect(kb, q, Opcode::dma_scatter, t.table, t.vals, t.flat);
+    };
+    if (src) for_each_indexed_tile(kb, op, index1, it, {&src_view}, 0, body, out.dtype);
+    else for_each_indexed_tile(kb, op, index1, it, {}, 0, body, out.dtype);
+}
+
+// Whether two descriptors name the same elements (an in-place call).
+bool same_view(const TensorDesc& a, const TensorDesc& b) {
+    return a.arg == b.arg && a.offset == b.offset && a.sizes == b.sizes && a.strides == b.strides;
 }
 
 }  // namespace
@@ -199,7 +233,7 @@ void embedding(KernelBuilder& kb, const TensorDesc& out, const TensorDesc& weigh
     idx.offset = indices.offset;
     TensorDesc rows = TensorDesc::contiguous(out.arg, out.dtype, {n, weight.sizes[1]});
     rows.offset = out.offset;
-    indirect_along_dim(kb, op, true, weight, rows, 0, idx);
+    indirect_along_dim(kb, op, Opcode::dma_gather, weight, rows, 0, idx);
 }
 
 void embedding_backward(KernelBuilder& kb, const TensorDesc& grad_weight, const TensorDesc& grad_out,
@@ -215,7 +249,7 @@ void embedding_backward(KernelBuilder& kb, const TensorDesc& grad_weight, const 
     idx.offset = indices.offset;
     TensorDesc rows = TensorDesc::contiguous(grad_out.arg, grad_out.dtype, {n, grad_weight.sizes[1]});
     rows.offset = grad_out.offset;
-    indirect_along_dim(kb, op, false, grad_weight, rows, 0, idx);
+    indirect_along_dim(kb, op, Opcode::dma_scatter_add, grad_weight, rows, 0, idx);
     if (padding_idx >= 0) {   // the padding row receives no gradient
         if (padding_idx >= grad_weight.sizes[0]) fail(op, "padding_idx out of range");
         TensorDesc row = grad_weight;
@@ -227,12 +261,17 @@ void embedding_backward(KernelBuilder& kb, const TensorDesc& grad_weight, const 
 
 void index_select(KernelBuilder& kb, const TensorDesc& out, const TensorDesc& in, int64_t dim,
                   const TensorDesc& index) {
-    indirect_along_dim(kb, "index_select", true, in, out, dim, index);
+    indirect_along_dim(kb, "index_select", Opcode::dma_gather, in, out, dim, index);
 }
 
 void index_add(KernelBuilder& kb, const TensorDesc& self, int64_t dim, const TensorDesc& index,
                const TensorDesc& source) {
-    indirect_along_dim(kb, "index_add", false, self, source, dim, index);
+    indirect_along_dim(kb, "index_add", Opcode::dma_scatter_add, self, source, dim, index);
+}
+
+void index_copy(KernelBuilder& kb, const TensorDesc& self, int64_t dim, const TensorDesc& index,
+                const TensorDesc& source) {
+    indirect_along_dim(kb, "index_copy", Opcode::dma_scatter, self, source, dim, index);
 }
 
 void cat(KernelBuilder& kb, const TensorDesc& out, const std::vector<TensorDesc>& inputs, int64_t dim) {
@@ -270,12 +309,17 @@ void gather(KernelBuilder& kb, const TensorDesc& out, const TensorDesc& in, int6
     const TensorDesc in1 = at_least_1d(in), index1 = at_least_1d(index), out1 = at_least_1d(out);
     dim = wrap_dim(op, dim, in1.dim());
     if (out1.sizes != index1.sizes) fail(op, "out " + out.str() + " must have index's shape " + index.str());
+    if (out.dtype != in.dtype) fail(op, "out " + out.str() + " must have the dtype of " + in.str());
     const IndexedTable it = along_dim(op, in1, index1, dim);
-    for_each_indexed_tile(kb, op, index1, it, {&out1}, 0, [&](const IndexedTile& t, tiling::DmaQueues& q) {
-        flat_offsets(kb, t, it.dim_size, it.dim_stride, true);
-        indirect(kb, q, true, t.table, t.base, t.flat);   // values land in the (now free) base tile
-        tiling::dma_tile(kb, q, tiling::hbm_ap(t.tb->box, 2, out1), t.base, true);
-    });
+    // The values land in tiles of the table's dtype (integers move exactly).
+    for_each_indexed_tile(
+        kb, op, index1, it, {&out1}, 0,
+        [&](const IndexedTile& t, tiling::DmaQueues& q) {
+            flat_offsets(kb, t, it.dim_size, it.dim_stride, true);
+            indirect(kb, q, Opcode::dma_gather, t.table, t.vals, t.flat);
+            tiling::dma_tile(kb, q, tiling::hbm_ap(t.tb->box, 2, out1), t.vals, true);
+        },
+        in.dtype);
 }
 
 void scatter_add(KernelBuilder& kb, const TensorDesc& self, int64_t dim, const TensorDesc& index,
@@ -287,25 +331,25 @@ void scatter(KernelBuilder& kb, const TensorDesc& out, const TensorDesc& self, i
              const TensorDesc& src) {
     const std::string op = "scatter";
     if (out.sizes != self.sizes) fail(op, "out " + out.str() + " must have self's shape " + self.str());
-    // 1. out = the number of writes to each element; 2. out = (no writes) ? self : 0 (so the
-    // targets are exactly 0 whatever self holds there, NaN and inf included); 3. out += src at
-    // the targets (0 + v = v exactly).
-    fill(kb, out, 0.0f);
-    const TensorDesc out1 = at_least_1d(out), index1 = at_least_1d(index);
-    const int64_t d = wrap_dim(op, dim, out1.dim());
-    const IndexedTable it = along_dim(op, out1, index1, d);
-    for_each_indexed_tile(kb, op, index1, it, {}, 0, [&](const IndexedTile& t, tiling::DmaQueues& q) {
-        flat_offsets(kb, t, it.dim_size, it.dim_stride, true);
-        kb.memset(t.mask, 1.0f);
-        indirect(kb, q, false, t.table, t.mask, t.flat);
-    });
-    tiling::run_elementwise(kb, op, out, {&out, &self}, 1,
+    if (!same_view(out, self)) copy(kb, out, self);
+    scatter_store(kb, op, out, dim, index, &src, 0.0f);
+}
+
+void scatter_value(KernelBuilder& kb, const TensorDesc& out, const TensorDesc& self, int64_t dim,
+                   const TensorDesc& index, float value) {
+    const std::string op = "scatter";
+    if (out.sizes != self.sizes) fail(op, "out " + out.str() + " must have self's shape " + self.str());
+    if (!same_view(out, self)) copy(kb, out, self);
+    scatter_store(kb, op, out, dim, index, nullptr, value);
+}
+
+void wrap_indices(KernelBuilder& kb, const TensorDesc& out, const TensorDesc& index, int64_t size) {
+    tiling::run_elementwise(kb, "wrap_indices", out, {&index}, 1,
                             [&](const std::vector<AccessPattern>& in, const AccessPattern& o,
                                 const std::vector<AccessPattern>& tmp) {
-                                kb.tensor_scalar(tmp[0], in[0], AluOp::eq, 0.0f);
-                                tiling::select_imm(kb, o, tmp[0], in[1], 0.0f);
+                                kb.tensor_scalar(tmp[0], in[0], AluOp::lt, 0.0f, AluOp::mul, static_cast<float>(size));
+                                kb.tensor_tensor(o, in[0], tmp[0], AluOp::add);
                             });
-    scatter_add_along(kb, op, out, dim, index, src);
 }
 
 void masked_fill(KernelBuilder& kb, const TensorDesc& out, const TensorDesc& in, const TensorDesc& mask, float value) {
@@ -332,7 +376,7 @@ void one_hot(KernelBuilder& kb, const TensorDesc& out, const TensorDesc& index) 
     for_each_indexed_tile(kb, op, idx, it, {}, 0, [&](const IndexedTile& t, tiling::DmaQueues& q) {
         flat_offsets(kb, t, it.dim_size, it.dim_stride, true);
         kb.memset(t.mask, 1.0f);
-        indirect(kb, q, false, t.table, t.mask, t.flat);
+        indirect(kb, q, Opcode::dma_scatter_add, t.table, t.mask, t.flat);
     });
 }
 

@@ -175,7 +175,7 @@ DmaCost dma_cost(const Instruction& ins, const ChipConfig& chip) {
         const uint64_t row_bytes = table.free_elems() / std::max<uint32_t>(1, table.size[0]) * dtype_size(table.dtype);
         double chunk = std::max(1.0, static_cast<double>(std::min(row_bytes, table.contiguous_bytes())));
         c.rate_bytes_per_ps = chip.dma.bytes_per_ns_per_queue * chunk / (chunk + chip.dma.descriptor_overhead_bytes) / 1000.0;
-        c.hbm_sides = (table.space == MemSpace::HBM) * (gather ? 1 : 2) + (rows.space == MemSpace::HBM);
+        c.hbm_sides = (table.space == MemSpace::HBM) * (ins.op == Opcode::dma_scatter_add ? 2 : 1) + (rows.space == MemSpace::HBM);
         c.fixed_ps = static_cast<int64_t>(std::llround(chip.dma.fixed_latency_ns * 1000.0));
         return c;
     }

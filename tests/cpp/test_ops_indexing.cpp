@@ -1,4 +1,4 @@
-// Embedding, its backward, index_select, index_add (indirect DMA gathers and
+// Embedding, its backward, index_select, index_add, index_copy (indirect DMA gathers, stores and
 // scatter-adds), element gathers/scatters, masked_fill, one_hot, nll_loss and
 // cat/stack against host references, f32 and bf16.
 #include <gtest/gtest.h>
@@ -314,6 +314,37 @@ TEST(OpsNllLossEdges, TargetOutOfRangeStopsTheRun) {
     auto tw = Desc(h.add_zeros(DType::f32, 1), DType::f32, {});
     EXPECT_THROW(h.run([&](KernelBuilder& kb) { ops::nll_loss(kb, out, tw, x, t, nullptr, ops::LossReduction::sum, -100); }),
                  IsaError);
+}
+
+// Repeated targets keep the last write in index order (scatter along dim 0 and index_copy rows), as
+// torch's CPU kernels leave them; the values move unrounded through tiles of the tensor's dtype.
+TEST_P(OpsIndexing, ScatterAndIndexCopyKeepTheLastWrite) {
+    const DType dt = GetParam();
+    OpHarness h;
+    const int64_t R = 6, C = 150, IR = 9;
+    const auto ids = RandomIndices(IR * C, R, 60);   // about 1.5 writes per target
+    auto self = Desc(h.add(dt, RandomValues(R * C, 61)), dt, {R, C});
+    auto idx = Desc(h.add(DType::i32, ids), DType::i32, {IR, C});
+    auto src = Desc(h.add(dt, RandomValues(IR * C, 62)), dt, {IR, C});
+    const std::vector<float> rows = {4, 1, 4, 0, 4};
+    auto ridx = Desc(h.add(DType::i32, rows), DType::i32, {5});
+    auto table = Desc(h.add(dt, RandomValues(R * C, 63)), dt, {R, C});
+    auto rsrc = Desc(h.add(dt, RandomValues(5 * C, 64)), dt, {5, C});
+    const auto S0 = h.read(self.arg), SRC = h.read(src.arg), T0 = h.read(table.arg), RS = h.read(rsrc.arg);
+    h.run([&](KernelBuilder& kb) {
+        ops::scatter(kb, self, self, 0, idx, src);
+        ops::index_copy(kb, table, 0, ridx, rsrc);
+    });
+    std::vector<float> ref(S0), tref(T0);
+    for (int64_t r = 0; r < IR; ++r)
+        for (int64_t c = 0; c < C; ++c) ref[int64_t(ids[r * C + c]) * C + c] = SRC[r * C + c];
+    for (size_t i = 0; i < rows.size(); ++i)
+        for (int64_t c = 0; c < C; ++c) tref[int64_t(rows[i]) * C + c] = RS[i * C + c];
+    const auto S = h.read(self.arg), T = h.read(table.arg);
+    for (int64_t e = 0; e < R * C; ++e) {
+        ASSERT_EQ(S[e], ref[e]) << e;
+        ASSERT_EQ(T[e], tref[e]) << e;
+    }
 }
 
 INSTANTIATE_TEST_SUITE_P(OpsIndexingDtypes, OpsIndexing, ::testing::Values(DType::f32, DType::bf16),

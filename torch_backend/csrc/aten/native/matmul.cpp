@@ -1,10 +1,10 @@
 // Matrix products on neuron: mm, bmm, addmm, baddbmm (functional and out=), each one
 // kernel of trnsim/ops.h on the TensorE. Transposed operands (weight.t(), k.transpose)
 // are read through their strides, never copied. torch.matmul, F.linear and
-// nn.Linear decompose into these. Also the ops built on them or on row gathers:
-// patch-embedding convolutions (kernel == stride, forward and backward as patch
-// copies plus GEMMs; other convolutions run on the CPU, counted), embedding with its
-// backward, and index_select.
+// nn.Linear decompose into these. Also the ops built on them: patch-embedding
+// convolutions (kernel == stride, forward and backward as patch copies plus GEMMs; other
+// convolutions run on the CPU, counted). Row gathers (embedding, index_select) are in
+// indexing.cpp.
 #include <ATen/ATen.h>
 #include <ATen/ExpandUtils.h>
 #include <ATen/native/Resize.h>
@@ -217,83 +217,11 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward_overrideable
     return {grad_input, grad_weight, grad_bias};
 }
 
-// ---- embedding, index_select (indirect DMA row gathers)
-
-bool index_ok(const at::Tensor& index) {
-    return index.is_privateuseone() && (index.scalar_type() == c10::kLong || index.scalar_type() == c10::kInt);
-}
-
-// The gather kernels take contiguous i32 indices: int64 (or strided) indices are narrowed by a
-// copy kernel on the device (the launch layer range-checks int64 values).
-at::Tensor i32_indices(const at::Tensor& index) {
-    if (index.scalar_type() == c10::kInt && index.is_contiguous()) return index;
-    at::Tensor out = at::empty(index.sizes(), index.options().dtype(c10::kInt));
-    Launch l("copy");
-    l.out(out);
-    l.in(index);
-    l.run([&](KernelBuilder& kb, const Descs& d) { ops::copy(kb, d[0], d[1]); });
-    return out;
-}
-
-at::Tensor embedding(const at::Tensor& weight, const at::Tensor& indices, c10::SymInt padding_idx,
-                     bool scale_grad_by_freq, bool sparse) {
-    if (!matmul_supported({&weight}) || !index_ok(indices) || weight.dim() != 2 || sparse)
-        return run_fallback_symint<at::_ops::embedding>(weight, indices, padding_idx, scale_grad_by_freq, sparse);
-    at::DimVector shape(indices.sizes().begin(), indices.sizes().end());
-    shape.push_back(weight.size(1));
-    at::Tensor out = at::empty(shape, weight.options());
-    at::Tensor idx = i32_indices(indices);
-    Launch l("embedding");
-    l.out(out);
-    l.in(weight);
-    l.in(idx);
-    l.run([&](KernelBuilder& kb, const Descs& d) { ops::embedding(kb, d[0], d[1], d[2]); });
-    return out;
-}
-
-at::Tensor embedding_dense_backward(const at::Tensor& grad, const at::Tensor& indices, c10::SymInt num_weights,
-                                    c10::SymInt padding_idx, bool scale_grad_by_freq) {
-    if (!matmul_supported({&grad}) || !index_ok(indices) || scale_grad_by_freq)
-        return run_fallback_symint<at::_ops::embedding_dense_backward>(grad, indices, num_weights, padding_idx,
-                                                                       scale_grad_by_freq);
-    const int64_t pad = padding_idx.expect_int();
-    at::Tensor grad_weight = at::empty({num_weights.expect_int(), grad.size(-1)}, grad.options());
-    at::Tensor idx = i32_indices(indices);
-    Launch l("embedding_backward");
-    l.out(grad_weight);
-    l.in(grad);
-    l.in(idx);
-    l.scalar(pad);
-    l.run([&](KernelBuilder& kb, const Descs& d) { ops::embedding_backward(kb, d[0], d[1], d[2], pad); });
-    return grad_weight;
-}
-
-at::Tensor index_select(const at::Tensor& self, int64_t dim, const at::Tensor& index) {
-    if (!kernel_dtypes({&self}) || self.scalar_type() == c10::kLong || !index_ok(index) || index.dim() > 1 ||
-        self.dim() == 0)
-        return run_fallback<at::_ops::index_select>(self, dim, index);
-    dim = c10::maybe_wrap_dim(dim, self.dim());
-    at::DimVector shape(self.sizes().begin(), self.sizes().end());
-    shape[dim] = index.numel();
-    at::Tensor out = at::empty(shape, self.options());
-    at::Tensor idx = i32_indices(index.dim() == 0 ? index.view({1}) : index);
-    Launch l("index_select");
-    l.out(out);
-    l.in(self);
-    l.in(idx);
-    l.scalar(dim);
-    l.run([&](KernelBuilder& kb, const Descs& d) { ops::index_select(kb, d[0], d[1], dim, d[2]); });
-    return out;
-}
-
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     m.impl("convolution_overrideable", convolution_overrideable);
     m.impl("convolution_backward_overrideable", convolution_backward_overrideable);
-    m.impl("embedding", embedding);
-    m.impl("embedding_dense_backward", embedding_dense_backward);
-    m.impl("index_select", index_select);
     m.impl("mm", mm);
     m.impl("mm.out", mm_out);
     m.impl("bmm", bmm);
