@@ -42,3 +42,29 @@ def test_out_of_memory_mid_step_leaves_tensors_intact_and_the_next_step_runs():
     torch.neuron.empty_cache()
     model(x).square().mean().backward()
     assert model.weight.grad is not None and torch.isfinite(model.weight.grad.cpu()).all()
+
+
+def test_a_new_sequence_length_every_step_keeps_the_kernel_cache_within_its_capacity():
+    capacity = torch.neuron.kernel_cache_stats()["capacity"]
+    torch.neuron.set_kernel_cache_capacity(24)
+    try:
+        torch.manual_seed(0)
+        layer = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.GELU(), torch.nn.Linear(64, 32)).to("neuron")
+        opt = torch.optim.SGD(layer.parameters(), lr=1e-2)
+        allocated = None
+        sizes = []
+        for step, length in enumerate(range(40, 8, -1)):     # 32 lengths, each seen once
+            x = torch.randn(2, length, 32).to("neuron")
+            layer(x).square().mean().backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            del x
+            stats = torch.neuron.kernel_cache_stats()
+            sizes.append(stats["entries"])
+            if step == 0:
+                allocated = torch.neuron.memory_allocated()
+        assert max(sizes) <= 24, sizes
+        assert stats["evictions"] > 0, stats
+        assert torch.neuron.memory_allocated() == allocated
+    finally:
+        torch.neuron.set_kernel_cache_capacity(capacity)
