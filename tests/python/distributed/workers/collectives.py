@@ -12,6 +12,7 @@ import torch.distributed._functional_collectives as funcol
 from torch.distributed.device_mesh import init_device_mesh
 
 import trnsim.distributed as td
+from trnsim._C._distributed import clock
 
 rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
 torch.neuron.set_device(int(os.environ["LOCAL_RANK"]))
@@ -253,5 +254,26 @@ log = td.collective_log()
 assert log and all(r.end_ps >= r.start_ps >= r.arrival_ps for r in log)
 assert any(r.op == "all_reduce" and r.end_ps > r.start_ps for r in log)
 passed(f"simulated time of {len(log)} collectives")
+
+# The clocks meet: rank 1 arrives late (it computes first); both start at its arrival and end
+# together, after the modelled duration; a blocking collective holds each device until the end.
+dist.barrier()
+if rank == 1:
+    a = torch.randn(256, 256, device=DEV)
+    for _ in range(4):
+        a = a @ a
+    torch.neuron.synchronize()
+t = torch.ones(1 << 16, device=DEV)
+dist.all_reduce(t)
+mine = td.collective_log()[-1]
+device_ps = clock(DEV.index)[0]
+records = [None] * world
+dist.all_gather_object(records, (mine.arrival_ps, mine.start_ps, mine.end_ps, device_ps))
+(a0, s0, e0, d0), (a1, s1, e1, d1) = records
+assert s0 == s1 == max(a0, a1) == a1 > a0, records
+assert e0 == e1 and e0 - s0 == round(td.collective_cost(td.default_topology(), "all_reduce", t.numel() * 4,
+                                                          range(world)).seconds * 1e12), records
+assert d0 >= e0 and d1 >= e1, records
+passed("clocks meet at the last arrival")
 dist.destroy_process_group()
 print("DONE", flush=True)
