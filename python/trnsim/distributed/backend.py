@@ -17,7 +17,7 @@ import threading
 import torch
 from torch._C._distributed_c10d import (
     AllgatherOptions, AllreduceOptions, AllToAllOptions, BroadcastOptions, GatherOptions, PrefixStore,
-    ProcessGroupGloo, ReduceOp, ReduceOptions, ReduceScatterOptions, ScatterOptions, _create_work_from_future)
+    ProcessGroupGloo, ReduceOp, ReduceOptions, ReduceScatterOptions, ScatterOptions, Work, _create_work_from_future)
 
 from trnsim.distributed.clock import CollectiveRecord, CommQueue, meet
 from trnsim.distributed.cost import collective_cost
@@ -39,6 +39,26 @@ _OPS = ("all_reduce", "broadcast", "reduce", "all_gather", "gather", "scatter", 
         "barrier")
 _HEADER = 13
 _MAX_DIMS = 8
+
+
+class _CollectiveWork(Work):
+    """A collective whose values are in place: wait() makes the device wait for its simulated end
+    (an asynchronous collective overlaps compute until someone waits for it)."""
+
+    def __init__(self, outputs, on_wait):
+        super().__init__()
+        self._future = torch.futures.Future()
+        self._future.set_result(outputs)
+        self._on_wait = on_wait
+
+    def wait(self, timeout=None) -> bool:
+        on_wait, self._on_wait = self._on_wait, None
+        if on_wait is not None:
+            on_wait()
+        return True
+
+    def get_future(self):
+        return self._future
 
 
 class CollectiveError(RuntimeError):
@@ -173,6 +193,8 @@ class NeuronCollectives:
         end = start + round(cost.seconds * 1e12)
         self.queue.finish(device, CollectiveRecord(self.group_name, op, nbytes, cost.ranks, cost.algorithm,
                                                    arrival, start, end, cost.busbw), async_op)
+        if async_op:
+            return _CollectiveWork(outputs, lambda: self.queue.wait_for(device, end))
         fut = torch.futures.Future()
         fut.set_result(outputs)
         return _create_work_from_future(fut)

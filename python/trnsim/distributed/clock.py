@@ -6,7 +6,7 @@ lasts what trnsim.distributed.cost says. Communication runs on its own queue per
 collective at a time, in issue order). A blocking collective holds the device until it ends;
 an asynchronous one (async_op=True, DDP's buckets, FSDP's prefetches) only moves the issuing
 stream's time to its end, so compute issued after it overlaps it; the device waits for it
-when an optimizer steps (the step consumes the gradients: ``drain``, hooked into every
+at its Work.wait() (functional collectives' wait_tensor, FSDP's unshard), when an optimizer steps (the step consumes the gradients: ``drain``, hooked into every
 optimizer by trnsim.distributed) or when ``trnsim.distributed.wait_collectives()`` is called.
 Time the device spends waiting for communication is the *exposed* communication.
 """
@@ -72,6 +72,10 @@ class CommQueue:
             pending = dict(self._free_ps) if device is None else {device: self._free_ps.get(device, 0)}
         for dev, end in pending.items():
             self._block(dev, end)
+
+    def wait_for(self, device: int, end_ps: int) -> None:
+        """The device waits for one collective (Work.wait() of an asynchronous collective)."""
+        self._block(device, end_ps)
 
     def _block(self, device: int, end_ps: int) -> None:
         device_ps, _ = self._hooks.clock(device)
