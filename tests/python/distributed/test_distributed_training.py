@@ -15,3 +15,17 @@ def test_two_ranks_give_the_single_device_losses(script, args):
     out = r.stdout + r.stderr
     assert r.returncode == 0, out[-6000:]
     assert out.count("DONE") == 2 and "LOSSES" in out, out[-6000:]
+
+
+def test_the_fsdp_x_tp_example_trains_on_a_2x2_mesh():
+    from dist_launch import WORKERS
+    example = WORKERS.parents[3] / "examples" / "distributed_fsdp_tp.py"
+    r = torchrun(str(example), "--steps", "3", "--layers", "2", "--d-model", "128", nproc=4, timeout=300)
+    out = r.stdout + r.stderr
+    assert r.returncode == 0, out[-6000:]
+    assert "mesh dp=2 x tp=2" in out, out[-3000:]
+    rows = [line.split() for line in r.stdout.splitlines() if line[:4].strip().isdigit()]
+    losses = [float(row[1]) for row in rows]
+    assert len(losses) == 3 and losses[-1] < losses[0], rows
+    assert all({"all_gather", "reduce_scatter", "all_reduce"} <= set(" ".join(row[6:]).replace(",", " ").split())
+               for row in rows), rows
