@@ -46,7 +46,8 @@ public:
         py::gil_scoped_acquire gil;
         owner_ = py::object();
     }
-    bool isCompleted() override { return work_->isCompleted(); }
+    // A Python Work (trnsim's collectives) reports completion through its future.
+    bool isCompleted() override { return work_->isCompleted() || work_->getFuture()->completed(); }
     bool isSuccess() const override { return work_->isSuccess(); }
     std::exception_ptr exception() const override { return work_->exception(); }
     int sourceRank() const override { return work_->sourceRank(); }
