@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "pointwise_common.h"
 #include "trnsim/ops.h"
 #include "trnsim/tiling.h"
 
@@ -229,6 +230,12 @@ void copy(KernelBuilder& kb, const TensorDesc& out, const TensorDesc& in) {
     simplify(s);
     check_no_overlap("copy", s, 0);
     if (transpose_copy(kb, out, in, s)) return;
+    pointwise_detail::copy_space(kb, s, out, in);
+}
+
+namespace pointwise_detail {
+
+void copy_space(KernelBuilder& kb, const IterSpace& s, const TensorDesc& out, const TensorDesc& in) {
     // HBM to HBM: each piece is one DMA with access patterns on both sides; pieces are sized so
     // that every DMA queue gets work (but no piece is smaller than 512 elements per row).
     const int64_t queues_n = std::max<uint32_t>(1, kb.chip().dma.queues);
@@ -238,6 +245,8 @@ void copy(KernelBuilder& kb, const TensorDesc& out, const TensorDesc& in) {
     for (const TileBox& t : tiles)
         kb.dma_copy(hbm_ap(t.box, 0, out), hbm_ap(t.box, 1, in), static_cast<int>(q++ % queues_n));
 }
+
+}  // namespace pointwise_detail
 
 void activation_backward(KernelBuilder& kb, ActivationGrad op, const TensorDesc& grad_in, const TensorDesc& grad_out,
                          const TensorDesc& x, float threshold) {

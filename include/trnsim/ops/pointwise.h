@@ -1,4 +1,6 @@
-// Elementwise operators (src/ops/pointwise.cpp): unary, binary, where, fill, copy, clamp, activation backwards.
+// Elementwise operators: unary, binary, where, fill, copy, clamp, activation backwards (src/ops/pointwise.cpp);
+// rounding, log1p/expm1, lerp, addcmul, tensor clamp (pointwise_math.cpp); activations with arguments
+// (pointwise_activations.cpp); tril/triu and flip (pointwise_shape.cpp).
 #pragma once
 #include <array>
 #include <cstdint>
@@ -55,6 +57,58 @@ enum class ActivationGrad : uint8_t {
 };
 void activation_backward(KernelBuilder& kb, ActivationGrad op, const TensorDesc& grad_in, const TensorDesc& grad_out,
                          const TensorDesc& x, float threshold = 0.0f);
+
+
+// ---- src/ops/pointwise_math.cpp: rounding, log1p/expm1, lerp, addcmul/addcdiv, tensor clamp.
+// Compositions of ScalarE activations and VectorE ALU ops, all in fp32 before the store.
+
+// Rounding to integral values, exact as PyTorch (signed zeros, infinities, NaN); round is half to
+// even. With decimals != 0 (round only): round(in * 10^d) / 10^d (d < 0: round(in / 10^-d) * 10^-d).
+enum class Rounding : uint8_t { floor, ceil, trunc, round };
+void round_values(KernelBuilder& kb, Rounding mode, const TensorDesc& out, const TensorDesc& in, int64_t decimals = 0);
+// log(1 + x) and exp(x) - 1 accurate near 0 (Goldberg's and Kahan's compositions of log and exp).
+void log1p(KernelBuilder& kb, const TensorDesc& out, const TensorDesc& in);
+void expm1(KernelBuilder& kb, const TensorDesc& out, const TensorDesc& in);
+// The sign of reals as PyTorch's sgn / sign: (x > 0) - (x < 0), so +0 for zeros and NaN.
+void sgn(KernelBuilder& kb, const TensorDesc& out, const TensorDesc& in);
+// log(z / (1 - z)), z = in clamped to [eps, 1 - eps] when eps is given.
+void logit(KernelBuilder& kb, const TensorDesc& out, const TensorDesc& in, std::optional<float> eps);
+// out = self + w (end - self) for |w| < 0.5, else end - (end - self)(1 - w), as PyTorch; the weight is
+// the tensor 'weight' when given, else the scalar w.
+void lerp(KernelBuilder& kb, const TensorDesc& out, const TensorDesc& self, const TensorDesc& end,
+          const TensorDesc* weight, float w);
+// out = self + value * t1 * t2, or self + value * t1 / t2 when divide.
+void addcmul(KernelBuilder& kb, const TensorDesc& out, const TensorDesc& self, const TensorDesc& t1,
+             const TensorDesc& t2, float value, bool divide);
+// out = min(max(in, lo), hi) with tensor bounds (either may be absent); NaN in any operand propagates.
+void clamp_tensor(KernelBuilder& kb, const TensorDesc& out, const TensorDesc& in, const TensorDesc* lo,
+                  const TensorDesc* hi);
+
+// ---- src/ops/pointwise_activations.cpp: activations with arguments, and their backwards
+// (grad_in = grad_out * f'(x), x the forward input). The arguments, as ATen's:
+//   leaky_relu   a = negative slope
+//   elu          a = alpha, b = scale, c = input_scale (selu and celu are elus)
+//   softplus     a = beta, b = threshold
+//   hardtanh     a = min, b = max (forward: clamp)
+//   mish, hardswish, hardsigmoid, log_sigmoid: none
+enum class Activation : uint8_t { leaky_relu, elu, softplus, hardtanh, mish, hardswish, hardsigmoid, log_sigmoid };
+struct ActivationArgs {
+    float a = 0.0f, b = 0.0f, c = 0.0f;
+};
+void activation_fn(KernelBuilder& kb, Activation op, const TensorDesc& out, const TensorDesc& in,
+                   const ActivationArgs& args);
+// elu's backward from its output (ATen's is_result = true) when from_result.
+void activation_fn_backward(KernelBuilder& kb, Activation op, const TensorDesc& grad_in, const TensorDesc& grad_out,
+                            const TensorDesc& x, const ActivationArgs& args, bool from_result = false);
+
+// ---- src/ops/pointwise_shape.cpp: data movement by index.
+// tril / triu over the last two dims: out[..., i, j] = in[..., i, j] where j - i <= k (tril) or
+// j - i >= k (triu), else 0. The mask is the GpSimd's affine_select; tiles wholly kept are only
+// copied, tiles wholly zero only stored.
+void tril(KernelBuilder& kb, const TensorDesc& out, const TensorDesc& in, int64_t k, bool upper);
+// out = in reversed along 'dims' (normalised, distinct): DMAs whose source strides run backwards; a
+// reversed innermost dim is reversed in SBUF by an engine copy between forward loads and stores.
+void flip(KernelBuilder& kb, const TensorDesc& out, const TensorDesc& in, const std::vector<int64_t>& dims);
 
 
 }  // namespace trnsim::ops

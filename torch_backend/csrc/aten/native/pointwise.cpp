@@ -462,42 +462,6 @@ at::Tensor clamp_max(const at::Tensor& self, const c10::Scalar& hi) { return cla
 at::Tensor& clamp_min_(at::Tensor& self, const c10::Scalar& lo) { return clamp_inplace(self, OptScalar(lo), OptScalar()); }
 at::Tensor& clamp_max_(at::Tensor& self, const c10::Scalar& hi) { return clamp_inplace(self, OptScalar(), OptScalar(hi)); }
 
-// ---- compound in-place updates of the optimizers (two kernels each)
-
-// self += value * t1 * t2
-at::Tensor& addcmul_(at::Tensor& self, const at::Tensor& t1, const at::Tensor& t2, const c10::Scalar& value) {
-    if (!kernel_dtypes({&self, &t1, &t2}) || !is_kernel_float(self.scalar_type()) || value.isComplex())
-        return run_fallback<at::_ops::addcmul_>(self, t1, t2, value);
-    at::Tensor prod = at::empty(broadcast_sizes(t1, t2), t1.options().dtype(at::result_type(t1, t2)));
-    launch_binary(Binary::mul, prod, t1, t2, 1.0);
-    TORCH_CHECK(broadcast_sizes(self, prod) == self.sizes(), "trnsim: addcmul_: operands do not broadcast to self");
-    launch_binary(Binary::add, self, self, prod, value.toDouble());
-    return self;
-}
-
-// self += value * t1 / t2
-at::Tensor& addcdiv_(at::Tensor& self, const at::Tensor& t1, const at::Tensor& t2, const c10::Scalar& value) {
-    if (!kernel_dtypes({&self, &t1, &t2}) || !is_kernel_float(self.scalar_type()) ||
-        !is_kernel_float(t1.scalar_type()) || !is_kernel_float(t2.scalar_type()) || value.isComplex())
-        return run_fallback<at::_ops::addcdiv_>(self, t1, t2, value);
-    at::Tensor quot = at::empty(broadcast_sizes(t1, t2), t1.options().dtype(at::result_type(t1, t2)));
-    launch_binary(Binary::div, quot, t1, t2, 1.0);
-    TORCH_CHECK(broadcast_sizes(self, quot) == self.sizes(), "trnsim: addcdiv_: operands do not broadcast to self");
-    launch_binary(Binary::add, self, self, quot, value.toDouble());
-    return self;
-}
-
-// self += weight * (end - self)
-at::Tensor& lerp_scalar_(at::Tensor& self, const at::Tensor& end, const c10::Scalar& weight) {
-    if (!kernel_dtypes({&self, &end}) || !is_kernel_float(self.scalar_type()) || weight.isComplex() ||
-        broadcast_sizes(self, end) != self.sizes())
-        return run_fallback<at::_ops::lerp__Scalar>(self, end, weight);
-    at::Tensor diff = at::empty(self.sizes(), self.options());
-    launch_binary(Binary::sub, diff, end, self, 1.0);
-    launch_binary(Binary::add, self, self, diff, weight.toDouble());
-    return self;
-}
-
 // ---- cat
 
 at::Tensor cat(const at::ITensorListRef& tensors, int64_t dim) {
@@ -607,6 +571,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     m.impl("logical_and", binary2_fn<Binary::logical_and, at::_ops::logical_and>);
     m.impl("logical_or", binary2_fn<Binary::logical_or, at::_ops::logical_or>);
     m.impl("logical_xor", binary2_fn<Binary::logical_xor, at::_ops::logical_xor>);
+    m.impl("logical_and.out", binary2_out<Binary::logical_and, at::_ops::logical_and_out>);
+    m.impl("logical_or.out", binary2_out<Binary::logical_or, at::_ops::logical_or_out>);
+    m.impl("logical_xor.out", binary2_out<Binary::logical_xor, at::_ops::logical_xor_out>);
     m.impl("logical_not", logical_not);
 
     UNARY(neg, neg)
@@ -647,9 +614,6 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     m.impl("clamp_max", clamp_max);
     m.impl("clamp_min_", clamp_min_);
     m.impl("clamp_max_", clamp_max_);
-    m.impl("addcmul_", addcmul_);
-    m.impl("addcdiv_", addcdiv_);
-    m.impl("lerp_.Scalar", lerp_scalar_);
     m.impl("cat", cat);
 }
 

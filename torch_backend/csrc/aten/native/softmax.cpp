@@ -22,9 +22,21 @@ void launch_softmax(const at::Tensor& out, const at::Tensor& in, int64_t dim, bo
     l.run([&](KernelBuilder& kb, const Descs& d) { ops::softmax(kb, d[0], d[1], dim, log); });
 }
 
+// A 0-dim tensor is a softmax over one element: its [1] view (the dim checked as for a 0-dim tensor).
+at::Tensor as_1d(const at::Tensor& t, int64_t* dim) {
+    *dim = c10::maybe_wrap_dim(*dim, t.dim());
+    if (t.dim() != 0) return t;
+    *dim = 0;
+    return t.view({1});
+}
+
 template <bool Log, class FallbackOp>
 at::Tensor softmax(const at::Tensor& self, int64_t dim, bool half_to_float) {
-    if (!float_tensors({&self}) || self.dim() == 0) return run_fallback<FallbackOp>(self, dim, half_to_float);
+    if (!float_tensors({&self})) return run_fallback<FallbackOp>(self, dim, half_to_float);
+    if (self.dim() == 0) {
+        const at::Tensor in = as_1d(self, &dim);
+        return softmax<Log, FallbackOp>(in, dim, half_to_float).view(at::IntArrayRef{});
+    }
     dim = c10::maybe_wrap_dim(dim, self.dim());
     at::Tensor out = at::empty(self.sizes(), self.options().dtype(half_to_float ? c10::kFloat : self.scalar_type()));
     launch_softmax(out, self, dim, Log);
@@ -33,17 +45,21 @@ at::Tensor softmax(const at::Tensor& self, int64_t dim, bool half_to_float) {
 
 template <bool Log, class FallbackOp>
 at::Tensor& softmax_out(const at::Tensor& self, int64_t dim, bool half_to_float, at::Tensor& out) {
-    if (!float_tensors({&self, &out}) || self.dim() == 0) return run_fallback<FallbackOp>(self, dim, half_to_float, out);
-    dim = c10::maybe_wrap_dim(dim, self.dim());
+    if (!float_tensors({&self, &out})) return run_fallback<FallbackOp>(self, dim, half_to_float, out);
     at::native::resize_output(out, self.sizes());
-    launch_softmax(out, self, dim, Log);
+    const at::Tensor in = as_1d(self, &dim);
+    launch_softmax(self.dim() == 0 ? out.view({1}) : out, in, dim, Log);
     return out;
 }
 
 template <bool Log, class FallbackOp>
 at::Tensor softmax_backward(const at::Tensor& grad, const at::Tensor& output, int64_t dim, c10::ScalarType input_dtype) {
-    if (!float_tensors({&grad, &output}) || output.dim() == 0 || grad.sizes() != output.sizes())
+    if (!float_tensors({&grad, &output}) || grad.sizes() != output.sizes())
         return run_fallback<FallbackOp>(grad, output, dim, input_dtype);
+    if (output.dim() == 0) {
+        const at::Tensor out1 = as_1d(output, &dim);
+        return softmax_backward<Log, FallbackOp>(grad.view({1}), out1, dim, input_dtype).view(at::IntArrayRef{});
+    }
     dim = c10::maybe_wrap_dim(dim, output.dim());
     at::Tensor grad_in = at::empty(grad.sizes(), grad.options().dtype(input_dtype));
     Launch l("softmax_backward");
