@@ -88,3 +88,74 @@ TEST_F(OpsPointwiseMath, Log1pAndExpm1AccurateNearZero) {
         }
     }
 }
+
+TEST_F(OpsPointwiseMath, TrilTriuMaskOnlyTilesTheDiagonalCrosses) {
+    // A strided batch of [300, 200] bf16 matrices (row stride 256).
+    const TensorDesc in = view(2, DType::bf16, {2, 300, 200}, {300 * 256, 256, 1});
+    const TensorDesc out = view(1, DType::bf16, {2, 300, 200});
+    const std::vector<float> x = logical(in, put_random(in));
+    for (bool upper : {false, true}) {
+        for (int64_t k : {0, 3, -140, 250, -400}) {
+            poison(out);
+            KernelBuilder kb = builder("tril");
+            ops::tril(kb, out, in, k, upper);
+            Program prog = kb.finish();
+            std::vector<uint64_t> args = {base(1), base(2)};
+            core.run(prog, nullptr, args.data(), prog.num_args());   // a wholly zero result reads no input
+            const std::vector<float> got = get(out);
+            for (int64_t b = 0, i = 0; b < 2; ++b)
+                for (int64_t r = 0; r < 300; ++r)
+                    for (int64_t c = 0; c < 200; ++c, ++i) {
+                        const bool keep = upper ? c - r >= k : c - r <= k;
+                        ASSERT_EQ(got[i], keep ? x[i] : 0.0f) << upper << " k " << k << " at " << b << "," << r << "," << c;
+                    }
+            // 3 row tiles x 1 column tile per matrix; the diagonal band crosses at most all of them.
+            EXPECT_LE(count(prog, Opcode::affine_select), 6u);
+            if (k == -400) {
+                EXPECT_EQ(count(prog, Opcode::affine_select), 0u);
+            }
+        }
+    }
+}
+
+TEST_F(OpsPointwiseMath, FlipStridedViewsAlongAnyDims) {
+    const TensorDesc in = view(2, DType::f32, {5, 6, 7}, {1, 5 * 7, 5});   // a permuted view
+    const TensorDesc out = view(1, DType::f32, {5, 6, 7});
+    const std::vector<float> x = logical(in, put_random(in));
+    for (std::vector<int64_t> dims : std::vector<std::vector<int64_t>>{{0}, {2}, {0, 1, 2}, {1, 2}}) {
+        KernelBuilder kb = builder("flip");
+        ops::flip(kb, out, in, dims);
+        run(kb);
+        const std::vector<float> got = get(out);
+        for_each_index({5, 6, 7}, [&](const std::vector<int64_t>& idx) {
+            std::vector<int64_t> src = idx;
+            for (int64_t d : dims) src[d] = std::vector<int64_t>{5, 6, 7}[d] - 1 - idx[d];
+            ASSERT_EQ(got[(idx[0] * 6 + idx[1]) * 7 + idx[2]], x[(src[0] * 6 + src[1]) * 7 + src[2]]);
+        });
+    }
+    KernelBuilder kb = builder("flip");
+    EXPECT_THROW(ops::flip(kb, out, in, {1, 1}), OpError);
+}
+
+TEST_F(OpsPointwiseMath, FlipOfContiguousRowsReversesOnChip) {
+    for (std::vector<int64_t> shape : std::vector<std::vector<int64_t>>{{900, 50}, {1000}, {130, 7}, {997}}) {
+        for (DType dt : {DType::f32, DType::bf16}) {
+            const int64_t nd = static_cast<int64_t>(shape.size());
+            const TensorDesc in = view(2, dt, shape), out = view(1, dt, shape);
+            const std::vector<float> x = put_random(in);
+            KernelBuilder kb = builder("flip");
+            ops::flip(kb, out, in, nd > 1 ? std::vector<int64_t>{0, nd - 1} : std::vector<int64_t>{0});
+            Program prog = kb.finish();
+            std::vector<uint64_t> args = {base(1), base(2)};
+            core.run(prog, nullptr, args.data(), args.size());
+            if (shape[0] != 997) {   // a prime length cannot be cut into rows: element DMAs
+                EXPECT_GT(count(prog, Opcode::tensor_copy), 0u);   // reversed on chip
+            }
+            const std::vector<float> got = get(out);
+            const int64_t rows = numel(shape) / shape.back(), cols = shape.back();
+            for (int64_t r = 0; r < rows; ++r)
+                for (int64_t c = 0; c < cols; ++c)
+                    ASSERT_EQ(got[r * cols + c], x[(nd > 1 ? rows - 1 - r : r) * cols + (cols - 1 - c)]) << r << "," << c;
+        }
+    }
+}

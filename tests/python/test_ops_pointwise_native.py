@@ -186,3 +186,37 @@ def test_softmax_of_0d_and_with_a_dtype(dtype):
 def test_bad_math_input_raises_as_on_cpu():
     both_raise(lambda a, b: torch.lerp(a, b, 0.5), rand(3, 4), rand(3, 4).to(torch.bfloat16))
     both_raise(lambda a: torch.clamp(a, min=None, max=None), rand(3, 4))
+
+
+# ---- shape ops
+
+@pytest.mark.parametrize("dtype", DTYPES + [torch.bool])
+def test_tril_triu(dtype):
+    base = rand(3, 130, 70, dtype=torch.float32, scale=3.0)
+    x = base > 0 if dtype == torch.bool else base.to(dtype)
+    for k in (0, 1, -2, 45, -129, 500):
+        for v in views(x):
+            check(lambda t: torch.tril(t, k), v, grad=False, exact=True)
+            check(lambda t: torch.triu(t, k), v, grad=False, exact=True)
+    if dtype != torch.bool:
+        check(lambda t: torch.tril(t, 1) * 2, rand(9, 6, dtype=dtype))
+
+
+@pytest.mark.parametrize("dtype", DTYPES + [torch.int64])
+def test_flip_roll(dtype):
+    x = rand(4, 5, 7, dtype=torch.float32, scale=20.0).to(dtype)
+    for v in views(x):
+        for dims in ((0,), (-1,), (0, 2), (1, 0, 2)):
+            if dtype != torch.int64:   # 8-byte flips run on the CPU
+                check(lambda t: torch.flip(t, dims), v, grad=False, exact=True)
+        for shifts, dims in ((2, 1), (-3, -1), ((1, 9), (0, 2)), (4, None)):
+            check(lambda t: torch.roll(t, shifts, dims), v, grad=False, exact=True)
+    check(lambda t: torch.roll(t[:0], 3, 1), x, grad=False, exact=True)   # empty: nothing moves
+    if dtype != torch.int64:
+        check(lambda t: torch.flip(t, (1,)).roll(2, 0) * 1.5, rand(5, 6, dtype=dtype))
+
+
+def test_bad_shape_input_raises_as_on_cpu():
+    both_raise(lambda a: torch.flip(a, (0, 0)), rand(3, 4))
+    both_raise(lambda a: torch.flip(a, (2,)), rand(3, 4))
+    both_raise(lambda a: torch.roll(a, 1, 3), rand(3, 4))
