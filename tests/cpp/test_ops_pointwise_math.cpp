@@ -159,3 +159,28 @@ TEST_F(OpsPointwiseMath, FlipOfContiguousRowsReversesOnChip) {
         }
     }
 }
+
+TEST_F(OpsPointwiseMath, LossTermsMatchTheirDefinitions) {
+    const TensorDesc a = view(2, DType::f32, {9, 13}), b = view(3, DType::f32, {9, 13}), out = view(1, DType::f32, {9, 13});
+    const std::vector<float> x = put_random(a, 0.02f, 0.98f), y = put_random(b, 0.0f, 1.0f);
+    for (ops::PointwiseLoss op : {ops::PointwiseLoss::mse, ops::PointwiseLoss::smooth_l1, ops::PointwiseLoss::huber,
+                                  ops::PointwiseLoss::bce}) {
+        const float p = 0.3f;
+        KernelBuilder kb = builder("loss");
+        ops::pointwise_loss(kb, op, out, a, b, p);
+        run(kb);
+        std::vector<double> ref;
+        for (size_t i = 0; i < x.size(); ++i) {
+            const double d = double(x[i]) - y[i], z = std::abs(d);
+            switch (op) {
+                case ops::PointwiseLoss::mse: ref.push_back(d * d); break;
+                case ops::PointwiseLoss::smooth_l1: ref.push_back(z < p ? 0.5 * z * z / p : z - 0.5 * p); break;
+                case ops::PointwiseLoss::huber: ref.push_back(z < p ? 0.5 * z * z : p * (z - 0.5 * p)); break;
+                case ops::PointwiseLoss::bce:
+                    ref.push_back((y[i] - 1.0) * std::log1p(-double(x[i])) - y[i] * std::log(double(x[i])));
+                    break;
+            }
+        }
+        expect_close(get(out), ref, DType::f32, "loss", 1e-6, 1e-5);
+    }
+}

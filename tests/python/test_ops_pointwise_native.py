@@ -220,3 +220,59 @@ def test_bad_shape_input_raises_as_on_cpu():
     both_raise(lambda a: torch.flip(a, (0, 0)), rand(3, 4))
     both_raise(lambda a: torch.flip(a, (2,)), rand(3, 4))
     both_raise(lambda a: torch.roll(a, 1, 3), rand(3, 4))
+
+
+# ---- losses
+
+LOSSES = {
+    "mse_mean": lambda x, y: F.mse_loss(x, y),
+    "mse_sum": lambda x, y: F.mse_loss(x, y, reduction="sum"),
+    "mse_none": lambda x, y: F.mse_loss(x, y, reduction="none"),
+    "smooth_l1": lambda x, y: F.smooth_l1_loss(x, y, beta=0.6),
+    "smooth_l1_none": lambda x, y: F.smooth_l1_loss(x, y, reduction="none", beta=1.0),
+    "smooth_l1_beta0": lambda x, y: F.smooth_l1_loss(x, y, reduction="sum", beta=0.0),
+    "huber": lambda x, y: F.huber_loss(x, y, delta=0.8),
+    "huber_none": lambda x, y: F.huber_loss(x, y, reduction="none", delta=1.5),
+    "bce": lambda x, y: F.binary_cross_entropy(torch.sigmoid(x), torch.sigmoid(y)),
+    "bce_weight_sum": lambda x, y: F.binary_cross_entropy(torch.sigmoid(x), torch.sigmoid(y), weight=y[0].abs(),
+                                                          reduction="sum"),
+    "bce_none": lambda x, y: F.binary_cross_entropy(torch.sigmoid(x), (y > 0).to(x.dtype), reduction="none"),
+    "bce_with_logits": lambda x, y: F.binary_cross_entropy_with_logits(x, torch.sigmoid(y)),
+    "bce_with_logits_pos_weight": lambda x, y: F.binary_cross_entropy_with_logits(
+        x, torch.sigmoid(y), pos_weight=y[0].abs(), reduction="sum"),
+}
+
+
+# Losses whose second argument has no gradient (a weight derived from it, a thresholded target).
+FIRST_ONLY = {"bce_weight_sum", "bce_none", "bce_with_logits_pos_weight"}
+
+
+@pytest.mark.parametrize("name", sorted(LOSSES))
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_loss(name, dtype):
+    for x in views(rand(6, 11, dtype=dtype)):
+        check(LOSSES[name], x, rand(6, 11, dtype=dtype, seed=5), grad=1 if name in FIRST_ONLY else True)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_nll_and_cross_entropy(dtype):
+    logits = rand(7, 5, dtype=dtype)
+    target = torch.tensor([0, 4, 2, 2, -100, 1, 3])
+    weight = torch.rand(5, generator=torch.Generator().manual_seed(2)).to(dtype) + 0.5
+    for x in views(logits):
+        check(lambda a, t: F.nll_loss(torch.log_softmax(a, -1), t), x, target)
+        check(lambda a, t: F.nll_loss(torch.log_softmax(a, -1), t, reduction="sum"), x, target)
+        check(lambda a, t: F.nll_loss(torch.log_softmax(a, -1), t, reduction="none"), x, target)
+        check(lambda a, t, w: F.cross_entropy(a, t, weight=w), x, target, weight, grad=1)
+    images = rand(2, 4, 3, 5, dtype=dtype)
+    pixels = torch.randint(0, 4, (2, 3, 5), generator=torch.Generator().manual_seed(1))
+    check(lambda a, t: F.cross_entropy(a, t), images, pixels)
+    check(lambda a, t: F.nll_loss(a, t), rand(5, dtype=dtype), torch.tensor(3))
+
+
+def test_bad_loss_input_raises_as_on_cpu():
+    p = torch.tensor([0.2, 1.5, 0.3])
+    both_raise(lambda a, b: F.binary_cross_entropy(a, b), p, torch.ones(3))
+    both_raise(lambda a, t: F.nll_loss(a, t), rand(3, 4), torch.tensor([0, 4, 1]))
+    both_raise(lambda a, t: F.nll_loss(a, t), rand(3, 4), torch.tensor([0, -1, 1]))
+    both_raise(lambda a: F.smooth_l1_loss(a, a, beta=-1.0), rand(3, 4))

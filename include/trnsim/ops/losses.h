@@ -28,6 +28,26 @@ void nll_loss_backward(KernelBuilder& kb, const TensorDesc& grad_input, const Te
                        const TensorDesc& target, const TensorDesc* weight, LossReduction reduction,
                        int64_t ignore_index, const TensorDesc& total_weight);
 
+// ---- src/ops/losses_pointwise.cpp: the elementwise terms of the regression and binary losses, as
+// PyTorch's CPU kernels compute them (the reduction, a sum or mean of 'out', follows separately).
+//   mse        (x - y)^2
+//   smooth_l1  z < beta ? 0.5 z^2 / beta : z - 0.5 beta, z = |x - y|         (param = beta)
+//   huber      z < delta ? 0.5 z^2 : delta (z - 0.5 delta)                   (param = delta)
+//   bce        (y - 1) max(log(1 - x), -100) - y max(log x, -100)
+enum class PointwiseLoss : uint8_t { mse, smooth_l1, huber, bce };
+void pointwise_loss(KernelBuilder& kb, PointwiseLoss op, const TensorDesc& out, const TensorDesc& input,
+                    const TensorDesc& target, float param);
+// grad_input of the elementwise term times grad_output (which broadcasts: one element for sum and
+// mean), with 'norm' as aten's backwards take it: mse 2 (2 / numel for mean), smooth_l1 / huber 1
+// (1 / numel); bce ignores it (its weight and mean are applied after, as on the CPU):
+//   mse        norm (x - y) g
+//   smooth_l1  x - y <= -beta ? -norm g : x - y >= beta ? norm g : norm (x - y) g / beta
+//   huber      the same with delta g and norm (x - y) g in the middle
+//   bce        g (x - y) / max((1 - x) x, 1e-12)
+void pointwise_loss_backward(KernelBuilder& kb, PointwiseLoss op, const TensorDesc& grad_input,
+                             const TensorDesc& grad_output, const TensorDesc& input, const TensorDesc& target,
+                             float param, float norm);
+
 // torch.cat / torch.stack: copies of each input into its slice of out.
 void cat(KernelBuilder& kb, const TensorDesc& out, const std::vector<TensorDesc>& inputs, int64_t dim);
 void stack(KernelBuilder& kb, const TensorDesc& out, const std::vector<TensorDesc>& inputs, int64_t dim);
