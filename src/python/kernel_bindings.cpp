@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/common.h"   // fidelity/kernels: the DMA lowering of NKI's loads and stores
 #include "trnsim/kernel.h"
 #include "trnsim/sim.h"
 #include "trnsim/tiling.h"
@@ -286,6 +287,14 @@ void register_kernel_bindings(py::module_& m) {
           py::arg("builder"), py::arg("queues"), py::arg("dst"), py::arg("src"), py::arg("store"),
           "A DMA between SBUF and HBM as the library kernels issue it: large transfers split into partition "
           "groups over several queues.");
+
+    m.def("nki_dma",
+          [](KernelBuilder& kb, const py::tuple& dst, const py::tuple& src) {
+              fidelity::dma_by_partition(kb, to_ap(dst), to_ap(src));
+          },
+          py::arg("builder"), py::arg("dst"), py::arg("src"),
+          "An HBM <-> SBUF transfer as NKI lowers nl.load / nl.store: partitions 8g..8g+7 of the SBUF side go "
+          "through DMA engine g, one dma_copy per engine touched (the lowering the fidelity suite's NKI kernels use).");
 
     py::class_<PyCore>(m, "Core", "One simulated NeuronCore: HBM access and program runs (functional or timing-only).")
         .def(py::init<const std::string&, bool, uint64_t>(), py::arg("chip"), py::arg("timing_only") = false,

@@ -48,8 +48,9 @@ def test_matmul_steps_match_numpy(matmul, kernel, shape, kw):
 def test_matmul_blocking_steps_get_faster(matmul):
     """Each step of the tutorial moves less data per matmul: the simulated time falls step by step."""
     a, b = bf16(1024, 512), bf16(1024, 1024)
-    times = [nki.benchmark(getattr(matmul, name), a, b).time_ns
-             for name in ("matmul_tiled", "matmul_hoist_load", "matmul_block_free")]
+    times = [nki.benchmark(getattr(matmul, name), a, b, **kw).time_ns
+             for name, kw in (("matmul_tiled", {}), ("matmul_hoist_load", {}), ("matmul_block_free", {}),
+                              ("matmul_blocked", dict(tiles_m=4, tiles_n=2, tiles_k=4)))]
     assert times == sorted(times, reverse=True), times
 
 
@@ -61,7 +62,7 @@ def test_softmax_both_forms_match_numpy():
     via_nl = nki.simulate(sm.softmax_nl, x)
     np.testing.assert_array_equal(via_nl.outputs, fused.outputs)
     # exp and the row sums come out of one Scalar-engine pass per 128-row tile
-    assert fused.instruction_counts()["scalar (ACT)"] == {"activation": 2}
+    assert fused.instruction_counts()["scalar (ACT)"]["activation"] == 2
 
 
 def test_rmsnorm_matches_numpy():
@@ -114,4 +115,4 @@ def test_flash_attention_forward_matches_numpy(causal):
     np.testing.assert_allclose(run.outputs, fa.reference(q_t, k_t, v, 0.125, causal), rtol=1e-4, atol=1e-4)
     counts = run.instruction_counts()
     # the causal mask: one affine_select per (query tile, key block) on the diagonal, on the GpSimd engine
-    assert counts.get("gpsimd (POOL)", {}) == ({"affine_select": 4} if causal else {})
+    assert counts.get("gpsimd (POOL)", {}).get("affine_select", 0) == (4 if causal else 0)

@@ -27,8 +27,10 @@ def test_elementwise_values_and_time():
     np.testing.assert_allclose(run.outputs, np.exp(a) + b, rtol=1e-5, atol=1e-5)
     assert run.time_ns > 0
     counts = run.instruction_counts()
-    assert counts["scalar (ACT)"] == {"activation": 1}
-    assert counts["vector (DVE)"] == {"tensor_tensor": 1}
+    assert counts["scalar (ACT)"]["activation"] == 1
+    assert counts["vector (DVE)"]["tensor_tensor"] == 1
+    # each 128-partition load or store: one dma_copy per DMA engine of 8 partitions
+    assert counts["dma"]["dma_copy"] == 3 * 16
     assert run.dma_bytes() == 3 * a.nbytes
 
 
@@ -167,3 +169,16 @@ def test_published_module_names_and_the_benchmark_decorator():
     np.testing.assert_allclose(k(a), 1 / (1 + np.exp(-a)), rtol=1e-5, atol=1e-6)
     latency = k.benchmark_result.nc_latency.get_latency_percentile(99)
     assert latency == nki.simulate(k, a).latency_us > 0
+
+
+def test_profile_exports(tmp_path):
+    import json
+
+    run = nki.simulate(matmul_psum_accumulate, rand(256, 256), rand(256, 512))
+    page = open(run.export_html(str(tmp_path / "mm.html"))).read()
+    assert "matmul_psum_accumulate on trn2" in page and "<svg" in page and "nc_matmul 4" in page
+    trace = json.load(open(run.export_chrome_trace(str(tmp_path / "mm.json"))))
+    matmuls = [e for e in trace["traceEvents"] if e.get("name") == "nc_matmul"]
+    assert len(matmuls) == 4 and all(e["args"]["line"].startswith("test_nki_language.py:") for e in matmuls)
+    lines = dict((name, n) for name, n, _ in run.by_source_line())
+    assert sum(lines.values()) == run.instructions

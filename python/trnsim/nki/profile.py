@@ -127,6 +127,12 @@ class KernelRun:
     def __str__(self) -> str:
         return self.summary()
 
+    def export_html(self, path: str) -> str:
+        """A self-contained HTML report: headline numbers, utilisation over time, engines, lines."""
+        from trnsim.nki.report import write_html
+        self._need_records()
+        return write_html(self, path)
+
     def export_chrome_trace(self, path: str) -> str:
         """A Chrome/Perfetto trace (ui.perfetto.dev): one track per engine and DMA queue."""
         self._need_records()

@@ -117,13 +117,17 @@ def new_tensor(shape, dtype, buffer: str = "sbuf", name: str = "") -> "NkiTensor
     return NkiTensor.whole(storage)
 
 
+_ALL = slice(None)
+
+
 class NkiTensor:
     """A view of a tensor: shape, element strides (partition steps on the partition dim), offset."""
 
-    __slots__ = ("st", "shape", "strides", "offset", "pidx", "p0")
+    __slots__ = ("st", "shape", "strides", "offset", "pidx", "p0", "_ap")
 
     def __init__(self, st, shape, strides, offset, pidx, p0):
         self.st, self.shape, self.strides, self.offset, self.pidx, self.p0 = st, shape, strides, offset, pidx, p0
+        self._ap = None
 
     @staticmethod
     def whole(st: Storage) -> "NkiTensor":
@@ -172,6 +176,9 @@ class NkiTensor:
     # ---- indexing
     def __getitem__(self, key) -> "NkiTensor":
         key = key if isinstance(key, tuple) else (key,)
+        fast = self._basic_index(key)
+        if fast is not None:
+            return fast
         if any(k is Ellipsis for k in key):
             i = next(j for j, k in enumerate(key) if k is Ellipsis)
             key = key[:i] + (slice(None),) * (len(self.shape) - len(key) + 1) + key[i + 1:]
@@ -238,6 +245,41 @@ class NkiTensor:
         return NkiTensor(self.st, tuple(t[1] for t in out), tuple(t[2] for t in out), offset,
                          pidx if onchip else None, p0)
 
+    def _basic_index(self, key: tuple):
+        """Ints and unit-step slices (the common case), or None for the general path."""
+        shape, strides = self.shape, self.strides
+        if len(key) > len(shape):
+            return None
+        offset, p0, pidx = self.offset, self.p0, self.pidx
+        onchip = pidx is not None
+        out_shape, out_strides, new_pidx = [], [], -1 if onchip else None
+        for d in range(len(shape)):
+            k = key[d] if d < len(key) else _ALL
+            size, stride = shape[d], strides[d]
+            is_p = onchip and d == pidx
+            if type(k) is int:
+                if not 0 <= k < size:
+                    return None
+                if is_p:
+                    p0 += k * stride
+                else:
+                    offset += k * stride
+            elif type(k) is slice and k.step in (None, 1):
+                start = 0 if k.start is None else k.start
+                stop = size if k.stop is None else k.stop
+                if type(start) is not int or type(stop) is not int or not 0 <= start < stop <= size:
+                    return None
+                if is_p:
+                    p0 += start * stride
+                    new_pidx = len(out_shape)
+                else:
+                    offset += start * stride
+                out_shape.append(stop - start)
+                out_strides.append(stride)
+            else:
+                return None
+        return NkiTensor(self.st, tuple(out_shape), tuple(out_strides), offset, new_pidx, p0)
+
     def __setitem__(self, key, value) -> None:
         from trnsim.nki import language as nl
         target = self[key]
@@ -248,6 +290,11 @@ class NkiTensor:
     # ---- lowering
     def ap(self) -> tuple:
         """The access pattern tuple of this view (see trnsim._core.KernelBuilder.emit)."""
+        if self._ap is None:
+            self._ap = self._lower()
+        return self._ap
+
+    def _lower(self) -> tuple:
         st = self.st
         esz = st.itemsize
         if st.buffer == "hbm":

@@ -77,10 +77,16 @@ class Allocator:
         self.peak = max(self.peak, max(e for _, e, _ in self.live.values()))
         return self._keys, start
 
+    # Released ranges kept away from reuse: enough for the buffers of several loop iterations in
+    # flight; older ones become free (and first fit keeps the search short).
+    MAX_RELEASED = 32
+
     def free(self, key: int) -> None:
         entry = self.live.pop(key, None)
         if entry is not None:
             self.released.append((entry[0], entry[1]))
+            if len(self.released) > self.MAX_RELEASED:
+                self.released.popleft()
 
 
 class Trace:
@@ -131,8 +137,8 @@ class Trace:
             raise NkiError(f"{op} on the {engine} engine: {e}") from None
 
     def dma(self, dst: tuple, src: tuple, tag: int | None = None) -> None:
-        """A dma_copy; between HBM and SBUF as the library kernels issue them (large transfers split
-        into partition groups over several queues)."""
+        """A dma_copy; between HBM and SBUF as NKI lowers nl.load / nl.store: partitions 8g..8g+7 of
+        the SBUF side through DMA engine g (_core.nki_dma, the fidelity kernels' lowering)."""
         self.flush()
         hbm = SPACE["hbm"]
         if (dst[0] == hbm) == (src[0] == hbm):
@@ -140,7 +146,7 @@ class Trace:
             return
         self.builder.set_tag(self.line_tag() if tag is None else tag)
         try:
-            _core.dma_tile(self.builder, self.queues, dst, src, dst[0] == hbm)
+            _core.nki_dma(self.builder, dst, src)
         except _core.IsaError as e:
             raise NkiError(f"dma_copy on the DMA engines: {e}") from None
         finally:
@@ -160,8 +166,8 @@ class Trace:
         _, src, tag, loops = self.pending_load
         self.pending_load = (target, src, tag, loops)
         self.flush()
-        tile.st, tile.shape, tile.strides, tile.offset, tile.pidx, tile.p0 = (
-            target.st, target.shape, target.strides, target.offset, target.pidx, target.p0)
+        tile.st, tile.shape, tile.strides, tile.offset, tile.pidx, tile.p0, tile._ap = (
+            target.st, target.shape, target.strides, target.offset, target.pidx, target.p0, None)
         return True
 
     def flush(self) -> None:
