@@ -406,7 +406,9 @@ class NeuronCollectives:
         if _timing_only():
             work = None
         else:
-            data = _rows_as_bytes(host)
+            # A send copies its values now: the sender may free or reuse the tensor before the peer
+            # receives (pipelining's schedules do), and gloo reads the buffer only then.
+            data = _rows_as_bytes(host.clone() if op == "send" else host)
             work = self.gloo.send([data], peer, tag) if op == "send" else self.gloo.recv([data], peer, tag)
         if op == "recv" and not host.is_contiguous():
             self._wait(op, work)
