@@ -11,11 +11,14 @@ from dist_launch import torchrun
                                          ("fsdp2.py", ("bf16",)), ("tensor_parallel.py", ()), ("pipeline.py", ())],
                          ids=["ddp", "fsdp2", "fsdp2_cpu_offload", "fsdp2_mixed_precision", "tensor_parallel",
                               "pipeline"])
-def test_two_ranks_give_the_single_device_losses(script, args):
-    r = torchrun(script, *args)
+def test_two_ranks_give_the_single_device_losses(script, args, tmp_path):
+    checkpoint = ("fsdp2.py", ("reshard",)) == (script, args)    # also saves and loads its sharded state
+    r = torchrun(script, *args, *((str(tmp_path / "checkpoint"),) if checkpoint else ()))
     out = r.stdout + r.stderr
     assert r.returncode == 0, out[-6000:]
     assert out.count("DONE") == 2 and ("LOSSES" in out or out.count("PASS") == 4), out[-6000:]
+    if checkpoint:
+        assert out.count("PASS checkpoint") == 2, out[-6000:]
 
 
 def test_the_fsdp_x_tp_example_trains_on_a_2x2_mesh():

@@ -3,7 +3,8 @@ before use, gradients reduce-scattered (AVG). Prints "LOSSES ..." and "DONE".
 
 argv[1]: 'reshard' (reshard_after_forward=True), 'keep' (False), 'offload' (CPUOffloadPolicy:
 sharded parameters, gradients and optimizer on the CPU), all fp32 within 1e-5 relative; or
-'bf16' (MixedPrecisionPolicy: bf16 parameters, fp32 gradient reduction), within 1e-2.
+'bf16' (MixedPrecisionPolicy: bf16 parameters, fp32 gradient reduction), within 1e-2. argv[2], if given: a directory where the
+trained sharded state is saved with torch.distributed.checkpoint and loaded into a fresh model.
 """
 
 import functools
@@ -11,6 +12,7 @@ import sys
 
 import torch
 import torch.distributed as dist
+import torch.distributed.checkpoint as dcp
 from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy, fully_shard
 from training_common import check_single_device_losses, mlp, setup, train
 
@@ -20,12 +22,26 @@ options = {"reshard": {"reshard_after_forward": True}, "keep": {"reshard_after_f
            "offload": {"offload_policy": CPUOffloadPolicy()},
            "bf16": {"mp_policy": MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)}}[mode]
 sgd = functools.partial(torch.optim.SGD, lr=0.1, momentum=0.9)   # not Adam: it would hide a gradient scale error
-net = mlp().to(DEV)
-for layer in net:
-    if isinstance(layer, torch.nn.Linear):
-        fully_shard(layer, **options)
-fully_shard(net, **options)
+
+
+def sharded():
+    net = mlp().to(DEV)
+    for layer in net:
+        if isinstance(layer, torch.nn.Linear):
+            fully_shard(layer, **options)
+    return fully_shard(net, **options)
+
+
+net = sharded()
 check_single_device_losses(train(net, sgd, DEV, shard_of=(rank, world)), sgd, DEV,
                            rtol=1e-2 if mode == "bf16" else 1e-5)
+if len(sys.argv) > 2:
+    dcp.save(net.state_dict(), checkpoint_id=sys.argv[2])
+    fresh = sharded()
+    state = fresh.state_dict()
+    dcp.load(state, checkpoint_id=sys.argv[2])
+    for (name, saved), loaded in zip(net.state_dict().items(), state.values(), strict=True):
+        assert torch.equal(saved.full_tensor().cpu(), loaded.full_tensor().cpu()), name
+    print("PASS checkpoint", flush=True)
 print("DONE", flush=True)
 dist.destroy_process_group()
