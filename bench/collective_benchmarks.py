@@ -8,6 +8,11 @@
                                            step of the demo GPT (examples/distributed_ddp.py
                                            under torchrun; steps after the first)
 
+    ddp_step_host_overhead_ratio           host time of a 2-rank DDP step of the demo GPT on neuron
+                                           over the same step on CPU with gloo (median of steps
+                                           after the first); the neuron step includes simulating
+                                           every kernel
+
 Then the per-size curve (4 KiB - 1 GiB) of that all-reduce, and of a whole instance (64
 logical cores) and of 4 instances, with the algorithm the model chose. The model needs no
 ranks: docs/distributed.md gives the formulas and configs/topology/*.yaml the constants.
@@ -25,6 +30,7 @@ from pathlib import Path
 
 from trnsim.distributed import collective_cost, load_topology, peak_busbw
 
+ROOT = Path(__file__).resolve().parents[1]
 SIZES = [4 << 10 << (2 * i) for i in range(10)]   # 4 KiB, 16 KiB, ..., 1 GiB
 
 
@@ -35,18 +41,28 @@ def human(nbytes: int) -> str:
     return f"{nbytes} B"
 
 
-def ddp_exposed_comm_fraction(steps: int = 4) -> float:
-    example = Path(__file__).resolve().parents[1] / "examples" / "distributed_ddp.py"
+def torchrun(script: Path, *args: str) -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
+    subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-addr",
+                    "127.0.0.1", "--master-port", str(port), str(script), *args], check=True, capture_output=True,
+                   env=dict(os.environ, OMP_NUM_THREADS="1"))
+
+
+def ddp_exposed_comm_fraction(steps: int = 4) -> float:
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "steps.json"
-        subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-addr",
-                        "127.0.0.1", "--master-port", str(port), str(example), "--steps", str(steps), "--json",
-                        str(out)], check=True, capture_output=True, env=dict(os.environ, OMP_NUM_THREADS="1"))
+        torchrun(ROOT / "examples" / "distributed_ddp.py", "--steps", str(steps), "--json", str(out))
         measured = json.loads(out.read_text())["steps"][1:]
     return sum(s["exposed_s"] for s in measured) / sum(s["step_s"] for s in measured)
+
+
+def ddp_step_host_seconds(device_type: str) -> float:
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "seconds"
+        torchrun(ROOT / "bench" / "ddp_step_worker.py", device_type, str(out))
+        return float(out.read_text())
 
 
 def main() -> None:
@@ -56,6 +72,9 @@ def main() -> None:
     cost = collective_cost(topo, "all_reduce", 1 << 30, one_per_chip)
     print(f"BENCH allreduce_busbw_fraction_trn2_16chip {cost.busbw / peak:.4f} fraction")
     print(f"BENCH ddp_exposed_comm_fraction {ddp_exposed_comm_fraction():.4f} fraction", flush=True)
+    neuron_s, cpu_s = ddp_step_host_seconds("neuron"), ddp_step_host_seconds("cpu")
+    print(f"BENCH ddp_step_host_overhead_ratio {neuron_s / cpu_s:.2f} ratio", flush=True)
+    print(f"(host seconds per DDP step: neuron {neuron_s:.3f}, cpu/gloo {cpu_s:.3f})")
 
     groups = {"16 chips, 1 rank each": one_per_chip, "1 instance, 64 ranks": list(range(64)),
               "4 instances, 256 ranks": list(range(256))}
