@@ -61,7 +61,7 @@ def ddp_exposed_comm_fraction(steps: int = 4) -> float:
 def ddp_step_host_seconds(device_type: str) -> float:
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "seconds"
-        torchrun(ROOT / "bench" / "ddp_step_worker.py", device_type, str(out))
+        torchrun(ROOT / "bench" / "workers" / "ddp_step.py", device_type, str(out))
         return float(out.read_text())
 
 
