@@ -200,3 +200,15 @@ def test_accumulations_and_sequential_loops_are_allowed():
     a = np.random.default_rng(0).standard_normal((512, 64)).astype(np.float32)
     out = nki.simulate_kernel(loop_accumulates, a)
     np.testing.assert_allclose(out, 2 * a.reshape(4, 128, 64).sum(axis=0), rtol=1e-5, atol=1e-5)
+
+
+@nki.jit
+def masked_load(a):
+    i_p = nl.arange(128)[:, None]
+    i_f = nl.arange(64)[None, :]
+    t = nl.load(a[i_p, i_f], mask=(i_p < 100))
+
+
+def test_masks_are_refused_not_ignored():
+    raises_at(masked_load, "mask=", np.zeros((128, 64), np.float32), error=nki.NkiUnsupportedError,
+              match="mask= is not supported")

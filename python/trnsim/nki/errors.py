@@ -55,3 +55,10 @@ class NkiIndexError(NkiError, IndexError):
 
 class NkiUnsupportedError(NkiError, NotImplementedError):
     """An NKI feature trnsim.nki does not implement."""
+
+
+def no_mask(mask) -> None:
+    """Masks (mask=) are not implemented: a masked op would touch elements the kernel excluded."""
+    if mask is not None:
+        raise NkiUnsupportedError("mask= is not supported by trnsim.nki yet: index the valid region instead "
+                                  "(e.g. t[0:n, :]) or size the tile to it")

@@ -11,7 +11,7 @@ import types
 
 from trnsim.nki import dtypes
 from trnsim.nki import lowering as lw
-from trnsim.nki.errors import NkiError, NkiUnsupportedError
+from trnsim.nki.errors import NkiError, NkiUnsupportedError, no_mask
 from trnsim.nki.indexing import AffineExpr, Predicate
 from trnsim.nki.ops import act_name, alu_name, reduce_name
 from trnsim.nki.tensor import NkiTensor, new_tensor
@@ -70,6 +70,7 @@ class MatmulResult:
 
 def nc_matmul(*args, is_stationary_onezero=False, is_moving_onezero=False, is_transpose=False, mask=None,
               accumulate=None, tile_position=(), tile_size=(), perf_mode=None, **kwargs):
+    no_mask(mask)
     dst, args = _split_dst(args, kwargs, 2)
     stationary = kwargs.pop("stationary", None) if len(args) < 1 else args[0]
     moving = kwargs.pop("moving", None) if len(args) < 2 else args[1]
@@ -85,6 +86,7 @@ def nc_matmul(*args, is_stationary_onezero=False, is_moving_onezero=False, is_tr
 
 
 def nc_transpose(*args, mask=None, dtype=None, engine=None, **kwargs):
+    no_mask(mask)
     dst, args = _split_dst(args, kwargs, 1)
     data = lw.as_tile(args[0] if args else kwargs.pop("data"))
     p, f = data.partitions, data.free_size
@@ -96,6 +98,7 @@ def nc_transpose(*args, mask=None, dtype=None, engine=None, **kwargs):
 
 def activation(*args, bias=None, scale=1.0, reduce_op=None, reduce_res=None, reduce_cmd=None, mask=None,
                dtype=None, **kwargs):
+    no_mask(mask)
     dst, args = _split_dst(args, kwargs, 2)
     op = args[0] if args else kwargs.pop("op")
     data = lw.as_tile(args[1] if len(args) > 1 else kwargs.pop("data"))
@@ -106,11 +109,13 @@ def activation(*args, bias=None, scale=1.0, reduce_op=None, reduce_res=None, red
 
 
 def activation_reduce(*args, reduce_op, reduce_res, bias=None, scale=1.0, mask=None, dtype=None, **kwargs):
+    no_mask(mask)
     return activation(*args, bias=bias, scale=scale, reduce_op=reduce_op, reduce_res=reduce_res, dtype=dtype,
                       **kwargs)
 
 
 def tensor_tensor(*args, op=None, dtype=None, mask=None, engine=None, **kwargs):
+    no_mask(mask)
     dst, args = _split_dst(args, kwargs, 3 if op is None else 2)
     a = lw.as_tile(args[0] if args else kwargs.pop("data1"))
     b = lw.as_tile(args[1] if len(args) > 1 else kwargs.pop("data2"))
@@ -121,6 +126,7 @@ def tensor_tensor(*args, op=None, dtype=None, mask=None, engine=None, **kwargs):
 
 
 def tensor_scalar(*args, dtype=None, mask=None, engine=None, **kwargs):
+    no_mask(mask)
     dst, args = _split_dst(args, kwargs, 3)
     names = ("data", "op0", "operand0", "reverse0", "op1", "operand1", "reverse1")
     vals = dict(zip(names, args))
@@ -137,6 +143,7 @@ def tensor_scalar(*args, dtype=None, mask=None, engine=None, **kwargs):
 
 
 def tensor_reduce(*args, mask=None, dtype=None, negate=False, keepdims=False, engine=None, **kwargs):
+    no_mask(mask)
     dst, args = _split_dst(args, kwargs, 3)
     op = args[0] if args else kwargs.pop("op")
     data = lw.as_tile(args[1] if len(args) > 1 else kwargs.pop("data"))
@@ -165,6 +172,7 @@ def reduce_free(data: NkiTensor, reduce: str, axis, keepdims: bool, dtype, dst, 
 
 
 def tensor_copy(*args, mask=None, dtype=None, engine=None, **kwargs):
+    no_mask(mask)
     dst, args = _split_dst(args, kwargs, 1)
     src = lw.as_tile(args[0] if args else kwargs.pop("src"))
     out = lw.output(dst, src.shape, dtype or src.dtype)
@@ -176,6 +184,7 @@ def tensor_copy(*args, mask=None, dtype=None, engine=None, **kwargs):
 
 
 def memset(*args, mask=None, engine=None, **kwargs):
+    no_mask(mask)
     if args and isinstance(args[0], NkiTensor) or "dst" in kwargs:
         dst, args = _split_dst(args, kwargs, 0)
         value = args[0] if args else kwargs.pop("value")
@@ -190,6 +199,7 @@ def memset(*args, mask=None, engine=None, **kwargs):
 
 
 def iota(*args, mask=None, dtype=None, **kwargs):
+    no_mask(mask)
     dst, args = _split_dst(args, kwargs, 1 if dtype is not None else 2)
     expr = args[0] if args else kwargs.pop("expr")
     if dtype is None and len(args) > 1:
@@ -202,6 +212,7 @@ def iota(*args, mask=None, dtype=None, **kwargs):
 
 
 def affine_select(*args, dtype=None, mask=None, **kwargs):
+    no_mask(mask)
     dst, args = _split_dst(args, kwargs, 3)
     pred = args[0] if args else kwargs.pop("pred")
     on_true = lw.as_tile(args[1] if len(args) > 1 else kwargs.pop("on_true_tile"))
@@ -215,6 +226,7 @@ def affine_select(*args, dtype=None, mask=None, **kwargs):
 
 
 def tensor_tensor_scan(*args, reverse0=False, reverse1=False, dtype=None, mask=None, **kwargs):
+    no_mask(mask)
     dst, args = _split_dst(args, kwargs, 5)
     names = ("data0", "data1", "initial", "op0", "op1")
     vals = dict(zip(names, args))
@@ -234,6 +246,7 @@ def tensor_tensor_scan(*args, reverse0=False, reverse1=False, dtype=None, mask=N
 
 
 def max8(*args, mask=None, dtype=None, **kwargs):
+    no_mask(mask)
     dst, args = _split_dst(args, kwargs, 1)
     src = lw.as_tile(args[0] if args else kwargs.pop("src"))
     out = lw.output(dst, (src.partitions, 8), dtype or src.dtype)
@@ -242,6 +255,7 @@ def max8(*args, mask=None, dtype=None, **kwargs):
 
 
 def nc_find_index8(*args, mask=None, dtype=None, **kwargs):
+    no_mask(mask)
     dst, args = _split_dst(args, kwargs, 2)
     data = lw.as_tile(args[0] if args else kwargs.pop("data"))
     vals = lw.as_tile(args[1] if len(args) > 1 else kwargs.pop("vals"))
@@ -251,6 +265,7 @@ def nc_find_index8(*args, mask=None, dtype=None, **kwargs):
 
 
 def nc_match_replace8(*args, mask=None, dtype=None, dst_idx=None, **kwargs):
+    no_mask(mask)
     dst, args = _split_dst(args, kwargs, 3)
     data = lw.as_tile(args[0] if args else kwargs.pop("data"))
     vals = lw.as_tile(args[1] if len(args) > 1 else kwargs.pop("vals"))
@@ -265,6 +280,7 @@ def nc_match_replace8(*args, mask=None, dtype=None, dst_idx=None, **kwargs):
 
 
 def dma_copy(*args, mask=None, dge_mode=None, **kwargs):
+    no_mask(mask)
     dst = kwargs.pop("dst", None)
     src = kwargs.pop("src", None)
     if dst is None:
@@ -276,6 +292,7 @@ def dma_copy(*args, mask=None, dge_mode=None, **kwargs):
 
 
 def dma_transpose(*args, axes=None, mask=None, dtype=None, **kwargs):
+    no_mask(mask)
     dst, args = _split_dst(args, kwargs, 1)
     src = lw.as_tile(args[0] if args else kwargs.pop("src"))
     out = lw.output(dst, (src.free_size, src.partitions), src.dtype)
@@ -284,6 +301,7 @@ def dma_transpose(*args, axes=None, mask=None, dtype=None, **kwargs):
 
 
 def reciprocal(*args, dtype=None, mask=None, **kwargs):
+    no_mask(mask)
     dst, args = _split_dst(args, kwargs, 1)
     data = lw.as_tile(args[0] if args else kwargs.pop("data"))
     out = lw.output(dst, data.shape, dtype or data.dtype)

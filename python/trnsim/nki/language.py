@@ -10,7 +10,7 @@ from trnsim.nki import dtypes
 from trnsim.nki import isa as _isa
 from trnsim.nki import lowering as lw
 from trnsim.nki.dtypes import bfloat16, bool_, float8_e4m3, float8_e5m2, float16, float32, int32, tfloat32, uint8  # noqa: F401
-from trnsim.nki.errors import NkiError, NkiUnsupportedError
+from trnsim.nki.errors import NkiError, NkiUnsupportedError, no_mask
 from trnsim.nki.indexing import arange, mgrid  # noqa: F401
 from trnsim.nki.ops import ACT_OF, ALU_OF, REDUCE_OF
 from trnsim.nki.tensor import NkiTensor, ParDim, new_tensor
@@ -133,6 +133,7 @@ def device_print(*args, **kwargs) -> None:
 
 # ---------------------------------------------------------------- data movement
 def load(src, mask=None, dtype=None, **kwargs) -> NkiTensor:
+    no_mask(mask)
     src = lw.as_tile(src)
     if src.buffer != hbm:
         raise NkiError(f"nl.load reads HBM, got a {src.buffer.upper()} tile (use nl.copy between tiles)")
@@ -143,6 +144,7 @@ def load(src, mask=None, dtype=None, **kwargs) -> NkiTensor:
 
 
 def store(dst, value, mask=None, **kwargs) -> None:
+    no_mask(mask)
     if dst.buffer != hbm:
         raise NkiError(f"nl.store writes HBM, got a {dst.buffer.upper()} tile")
     value = lw.as_tile(value)
@@ -156,6 +158,7 @@ def load_transpose2d(src, dtype=None, **kwargs) -> NkiTensor:
 
 
 def copy(x, dtype=None, mask=None, **kwargs) -> NkiTensor:
+    no_mask(mask)
     x = lw.as_tile(x)
     out = new_tensor(x.shape, dtype or x.dtype, sbuf)
     if x.buffer == hbm:
@@ -183,6 +186,7 @@ def assign(target: NkiTensor, value) -> None:
 # ---------------------------------------------------------------- elementwise math (Scalar engine)
 def _activation_fn(nki_name: str, act: str):
     def fn(x, dtype=None, mask=None, **kwargs):
+        no_mask(mask)
         x = lw.as_tile(x)
         out = new_tensor(x.shape, dtype or x.dtype, sbuf)
         lw.activation(out, x, act)
@@ -264,6 +268,7 @@ def binary(op: str, a, b, out: NkiTensor | None = None, dtype=None) -> NkiTensor
 
 def _binary_fn(name: str):
     def fn(x, y, dtype=None, mask=None, **kwargs):
+        no_mask(mask)
         return binary(name, x, y, dtype=dtype)
     fn.__name__ = name
     fn.__doc__ = f"nl.{name}(x, y): elementwise, on the Vector engine."
@@ -279,6 +284,7 @@ REDUCE_OF[globals()["minimum"]] = "min"
 
 
 def where(condition, x, y, dtype=None, mask=None, **kwargs) -> NkiTensor:
+    no_mask(mask)
     cond, x = lw.as_tile(condition), lw.as_tile(x)
     out = new_tensor(x.shape, dtype or x.dtype, sbuf)
     lw.select(out, cond, x, lw.as_tile(y) if _is_tensor(y) else float(y))
@@ -288,6 +294,7 @@ def where(condition, x, y, dtype=None, mask=None, **kwargs) -> NkiTensor:
 # ---------------------------------------------------------------- reductions (Vector engine)
 def _reduction(name: str, reduce: str):
     def fn(x, axis, dtype=None, mask=None, keepdims=False, **kwargs):
+        no_mask(mask)
         return _isa.reduce_free(lw.as_tile(x), reduce, axis, keepdims, dtype, None)
     fn.__name__ = name
     fn.__doc__ = f"nl.{name}(x, axis): {reduce} over free axes, on the Vector engine."
@@ -301,6 +308,7 @@ min = _reduction("min", "min")  # noqa: A001
 
 
 def mean(x, axis, dtype=None, mask=None, keepdims=False, **kwargs) -> NkiTensor:
+    no_mask(mask)
     x = lw.as_tile(x)
     s = _isa.reduce_free(x, "add", axis, keepdims, float32, None)
     n = x.free_size // s.free_size if s.free_size else 1
@@ -310,6 +318,7 @@ def mean(x, axis, dtype=None, mask=None, keepdims=False, **kwargs) -> NkiTensor:
 def softmax(x, axis=-1, dtype=None, mask=None, **kwargs) -> NkiTensor:
     """exp(x - max) / sum over the innermost free axis: max on the Vector engine, exp with the sum
     fused on the Scalar engine, then the scaling on the Vector engine."""
+    no_mask(mask)
     x = lw.as_tile(x)
     if axis not in (-1, x.ndim - 1):
         raise NkiUnsupportedError("nl.softmax over an axis other than the innermost free one")
@@ -323,11 +332,13 @@ def softmax(x, axis=-1, dtype=None, mask=None, **kwargs) -> NkiTensor:
 # ---------------------------------------------------------------- matmul and transpose (Tensor engine)
 def transpose(x, dtype=None, mask=None, **kwargs) -> NkiTensor:
     """x[P, F] -> [F, P] through the Tensor engine (a PSUM tile)."""
+    no_mask(mask)
     return _isa.nc_transpose(lw.as_tile(x), dtype=dtype, engine="Tensor")
 
 
 def matmul(x, y, transpose_x=False, mask=None, **kwargs):
     """x @ y (x.T @ y with transpose_x=True), as nc_matmul; the result accumulates with `+=`."""
+    no_mask(mask)
     x, y = lw.as_tile(x), lw.as_tile(y)
     if not transpose_x:
         x = copy(transpose(x))
