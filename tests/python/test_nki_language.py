@@ -182,3 +182,47 @@ def test_profile_exports(tmp_path):
     assert len(matmuls) == 4 and all(e["args"]["line"].startswith("test_nki_language.py:") for e in matmuls)
     lines = dict((name, n) for name, n, _ in run.by_source_line())
     assert sum(lines.values()) == run.instructions
+
+
+@nki.jit
+def row_broadcast_and_negated_max(a, row):
+    out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+    neg = nl.ndarray((a.shape[0], 1), a.dtype, buffer=nl.shared_hbm)
+    r = nl.load(row)                                   # [1, F] on one partition
+    t = nl.load(a[nl.ds(0, a.shape[0]), :])
+    nl.store(out, value=nl.multiply(t, r.broadcast_to(a.shape)))   # repeated on every partition
+    nl.store(neg, value=nisa.tensor_reduce(nl.max, t, axis=1, negate=True, keepdims=True))
+    return out, neg
+
+
+def test_partition_broadcast_ds_and_negated_reduce():
+    a, row = rand(96, 700), rand(1, 700)
+    out, neg = nki.simulate_kernel(row_broadcast_and_negated_max, a, row)
+    np.testing.assert_allclose(out, a * row, rtol=1e-6, atol=1e-6)
+    np.testing.assert_array_equal(neg[:, 0], -a.max(axis=1))
+
+
+@nki.jit
+def matmul_of_transposes(x, y):
+    out = nl.ndarray((x.shape[0], y.shape[1]), nl.float32, buffer=nl.shared_hbm)
+    xt = nl.transpose(nl.load(x))                      # PSUM operands: nl.matmul copies them to SBUF
+    nl.store(out, value=nl.matmul(nl.transpose(xt), nl.load(y)))
+    return out
+
+
+def test_language_matmul_takes_psum_operands():
+    x, y = rand(64, 128), rand(128, 96)
+    np.testing.assert_allclose(nki.simulate_kernel(matmul_of_transposes, x, y), x @ y, rtol=1e-4, atol=1e-4)
+
+
+def test_typing_and_compiler_directives():
+    @nki.compiler.skip_middle_end_transformations
+    @nki.jit
+    def k(a):
+        t: nki.typing.tensor[128, 64] = nl.load(a)
+        return t
+
+    with pytest.raises(nki.NkiUnsupportedError, match="direct allocation"):
+        nki.compiler.sbuf.mod_alloc(base_addr=0)
+    with pytest.raises(nki.NkiError, match="returns HBM tensors"):
+        nki.simulate_kernel(k, rand(128, 64))

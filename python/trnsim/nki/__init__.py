@@ -17,7 +17,7 @@
 See docs/nki.md.
 """
 
-from trnsim.nki import isa, language  # noqa: F401
+from trnsim.nki import compiler, isa, language, typing  # noqa: F401
 from trnsim.nki.errors import NkiCapacityError, NkiError, NkiIndexError, NkiUnsupportedError  # noqa: F401
 from trnsim.nki.profile import KernelRun  # noqa: F401
 from trnsim.nki.runtime import Kernel, benchmark, jit, simulate, simulate_kernel, spec  # noqa: F401
@@ -50,3 +50,5 @@ def alias_modules() -> None:
         sys.modules[base] = this
         sys.modules[f"{base}.language"] = language
         sys.modules[f"{base}.isa"] = isa
+        sys.modules[f"{base}.typing"] = typing
+        sys.modules[f"{base}.compiler"] = compiler

@@ -148,9 +148,10 @@ def tensor_reduce(*args, mask=None, dtype=None, negate=False, keepdims=False, en
     op = args[0] if args else kwargs.pop("op")
     data = lw.as_tile(args[1] if len(args) > 1 else kwargs.pop("data"))
     axis = args[2] if len(args) > 2 else kwargs.pop("axis")
-    if negate:
-        raise NkiUnsupportedError("tensor_reduce(negate=True) is not supported")
-    return reduce_free(data, reduce_name(op), axis, keepdims, dtype, dst, _engine(engine, "Vector"))
+    out = reduce_free(data, reduce_name(op), axis, keepdims, dtype, dst, _engine(engine, "Vector"))
+    if negate:   # one more Vector-engine pass (the hardware negates in the reduce itself)
+        lw.tensor_scalar(out, out, "mul", -1.0, engine=_engine(engine, "Vector"))
+    return out
 
 
 def reduce_free(data: NkiTensor, reduce: str, axis, keepdims: bool, dtype, dst, engine: str = "Vector"):
@@ -161,8 +162,12 @@ def reduce_free(data: NkiTensor, reduce: str, axis, keepdims: bool, dtype, dst, 
         raise NkiError(f"reduction along the partition axis (axis {axes[0]} of a tile of shape {data.shape}): the "
                        "engines reduce along free axes; transpose the tile (nl.transpose) or use a matmul with ones")
     if axes != list(range(data.ndim - len(axes), data.ndim)):
-        raise NkiError(f"reduction over axes {tuple(axes)} of shape {data.shape}: only the innermost free axes "
-                       "can be reduced")
+        # The engines reduce the innermost axes: view the reduced axes last (a strided view, no copy).
+        order = [a for a in range(data.ndim) if a not in axes] + axes
+        data = NkiTensor(data.st, tuple(data.shape[a] for a in order), tuple(data.strides[a] for a in order),
+                         data.offset, order.index(data.pidx) if data.pidx is not None and data.pidx >= 0
+                         else data.pidx, data.p0)
+        axes = list(range(data.ndim - len(axes), data.ndim))
     keep = data.ndim - len(axes) - pidx - 1
     kept_shape = data.shape[:data.ndim - len(axes)]
     shape = kept_shape + (1,) * len(axes) if keepdims or len(kept_shape) == 1 else kept_shape

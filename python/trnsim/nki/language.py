@@ -26,6 +26,11 @@ def par_dim(n: int) -> ParDim:
     return ParDim(n)
 
 
+def ds(start: int, size: int) -> slice:
+    """nl.ds(start, size): the index range [start, start + size)."""
+    return slice(int(start), int(start) + int(size))
+
+
 # ---------------------------------------------------------------- creation
 def ndarray(shape, dtype, buffer=sbuf, name: str = "", **kwargs) -> NkiTensor:
     return new_tensor(shape, dtype, buffer, name)
@@ -341,5 +346,7 @@ def matmul(x, y, transpose_x=False, mask=None, **kwargs):
     no_mask(mask)
     x, y = lw.as_tile(x), lw.as_tile(y)
     if not transpose_x:
-        x = copy(transpose(x))
+        x = transpose(x)
+    # The Tensor engine reads SBUF: operands in PSUM (a transpose, an earlier matmul) are copied out.
+    x, y = (copy(t) if t.buffer == psum else t for t in (x, y))
     return _isa.nc_matmul(x, y)

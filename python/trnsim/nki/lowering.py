@@ -253,3 +253,29 @@ def _prod(shape) -> int:
     for s in shape:
         n *= int(s)
     return n
+
+
+def partition_broadcast(row: NkiTensor, shape) -> NkiTensor:
+    """A [1, F] tile repeated on P partitions, as the compiler does it: the Tensor engine multiplies
+    a [1, P] row of ones by the row (ones.T @ row), 512 columns per matmul, then the result leaves
+    PSUM."""
+    if row.pidx != 0 or len(shape) != len(row.shape) or any(
+            a != b for a, b in zip(row.shape[1:], shape[1:])):
+        raise NkiError(f"cannot broadcast a tile of shape {row.shape} to {tuple(shape)}: only a single "
+                       "partition is repeated across partitions")
+    P, F = int(shape[0]), row.free_size
+    flat = NkiTensor(row.st, (1, F), (1, 1), row.offset, 0, row.p0) if len(row.shape) == 2 else None
+    if flat is None or (len(row.shape) == 2 and row.strides[1] != 1):
+        raise NkiError(f"partition broadcast of a tile of shape {row.shape}: a contiguous [1, F] row is needed")
+    src = flat
+    if row.dtype not in (dtypes.float32, dtypes.bfloat16, dtypes.float16):
+        raise NkiError(f"partition broadcast of a {row.dtype} tile: the Tensor engine takes float tiles")
+    ones = new_tensor((1, P), row.dtype, "sbuf")
+    memset(ones, 1.0)
+    out = new_tensor((P, F), row.dtype, "sbuf")
+    for c0 in range(0, F, 512):
+        n = min(512, F - c0)
+        acc = new_tensor((P, n), dtypes.float32, "psum")
+        matmul(acc, ones, src[:, c0:c0 + n], False)
+        copy(out[:, c0:c0 + n], acc)
+    return out

@@ -126,7 +126,7 @@ def simulate(kernel, *args, chip: str | None = None, timing_only: bool = False, 
         for st, a in zip(traced.inputs, np_args):
             if st is not None:
                 core.write(addrs[st.arg - 1], np.ascontiguousarray(a, dtype=st.dtype).reshape(-1).view(np.uint8))
-    stats = core.run(traced.program, addrs, records)
+    stats = core.run(traced.program, addrs[:len(traced.program.arg_extent)], records)  # unused trailing args dropped
     outputs = None
     if not timing_only:
         def read(st):

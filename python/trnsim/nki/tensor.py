@@ -390,8 +390,8 @@ class NkiTensor:
         if len(shape) != len(self.shape) or any(a != b and a != 1 for a, b in zip(self.shape, shape)):
             raise NkiError(f"cannot broadcast shape {self.shape} to {shape}")
         if self.st.buffer != "hbm" and self.pidx >= 0 and self.shape[self.pidx] != shape[self.pidx]:
-            raise NkiError("engines cannot broadcast a tile across partitions: load the HBM row broadcast "
-                           "(hbm_tensor.broadcast_to(...)) instead")
+            from trnsim.nki import lowering
+            return lowering.partition_broadcast(self, shape)
         strides = tuple(0 if a != b else s for a, b, s in zip(self.shape, shape, self.strides))
         return NkiTensor(self.st, tuple(int(s) for s in shape), strides, self.offset, self.pidx, self.p0)
 
