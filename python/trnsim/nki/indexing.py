@@ -122,7 +122,27 @@ class Predicate:
         self.expr, self.op = expr, op
 
     def __and__(self, other):
-        raise NotImplementedError("combined predicates (a & b) are not supported; use one affine condition")
+        return Conjunction((self,)) & other
+
+    @property
+    def conditions(self) -> tuple:
+        return (self,)
+
+
+class Conjunction:
+    """a & b & ...: the conditions of a mask= (each bounds one index variable)."""
+
+    __slots__ = ("conditions",)
+
+    def __init__(self, conditions: tuple):
+        self.conditions = conditions
+
+    def __and__(self, other):
+        if not isinstance(other, (Predicate, Conjunction)):
+            return NotImplemented
+        return Conjunction(self.conditions + other.conditions)
+
+    __rand__ = __and__
 
 
 def arange(*args) -> AffineExpr:

@@ -12,6 +12,7 @@ import types
 from trnsim.nki import dtypes
 from trnsim.nki import lowering as lw
 from trnsim.nki.errors import NkiError, NkiUnsupportedError, no_mask
+from trnsim.nki.masking import masked
 from trnsim.nki.indexing import AffineExpr, Predicate
 from trnsim.nki.ops import act_name, alu_name, reduce_name
 from trnsim.nki.tensor import NkiTensor, new_tensor
@@ -96,9 +97,9 @@ def nc_transpose(*args, mask=None, dtype=None, engine=None, **kwargs):
     return out
 
 
+@masked
 def activation(*args, bias=None, scale=1.0, reduce_op=None, reduce_res=None, reduce_cmd=None, mask=None,
                dtype=None, **kwargs):
-    no_mask(mask)
     dst, args = _split_dst(args, kwargs, 2)
     op = args[0] if args else kwargs.pop("op")
     data = lw.as_tile(args[1] if len(args) > 1 else kwargs.pop("data"))
@@ -108,14 +109,14 @@ def activation(*args, bias=None, scale=1.0, reduce_op=None, reduce_res=None, red
     return out
 
 
+@masked
 def activation_reduce(*args, reduce_op, reduce_res, bias=None, scale=1.0, mask=None, dtype=None, **kwargs):
-    no_mask(mask)
     return activation(*args, bias=bias, scale=scale, reduce_op=reduce_op, reduce_res=reduce_res, dtype=dtype,
                       **kwargs)
 
 
+@masked
 def tensor_tensor(*args, op=None, dtype=None, mask=None, engine=None, **kwargs):
-    no_mask(mask)
     dst, args = _split_dst(args, kwargs, 3 if op is None else 2)
     a = lw.as_tile(args[0] if args else kwargs.pop("data1"))
     b = lw.as_tile(args[1] if len(args) > 1 else kwargs.pop("data2"))
@@ -125,8 +126,8 @@ def tensor_tensor(*args, op=None, dtype=None, mask=None, engine=None, **kwargs):
     return out
 
 
+@masked
 def tensor_scalar(*args, dtype=None, mask=None, engine=None, **kwargs):
-    no_mask(mask)
     dst, args = _split_dst(args, kwargs, 3)
     names = ("data", "op0", "operand0", "reverse0", "op1", "operand1", "reverse1")
     vals = dict(zip(names, args))
@@ -142,8 +143,8 @@ def tensor_scalar(*args, dtype=None, mask=None, engine=None, **kwargs):
     return out
 
 
+@masked
 def tensor_reduce(*args, mask=None, dtype=None, negate=False, keepdims=False, engine=None, **kwargs):
-    no_mask(mask)
     dst, args = _split_dst(args, kwargs, 3)
     op = args[0] if args else kwargs.pop("op")
     data = lw.as_tile(args[1] if len(args) > 1 else kwargs.pop("data"))
@@ -176,8 +177,8 @@ def reduce_free(data: NkiTensor, reduce: str, axis, keepdims: bool, dtype, dst, 
     return out
 
 
+@masked
 def tensor_copy(*args, mask=None, dtype=None, engine=None, **kwargs):
-    no_mask(mask)
     dst, args = _split_dst(args, kwargs, 1)
     src = lw.as_tile(args[0] if args else kwargs.pop("src"))
     out = lw.output(dst, src.shape, dtype or src.dtype)
@@ -188,8 +189,8 @@ def tensor_copy(*args, mask=None, dtype=None, engine=None, **kwargs):
     return out
 
 
+@masked
 def memset(*args, mask=None, engine=None, **kwargs):
-    no_mask(mask)
     if args and isinstance(args[0], NkiTensor) or "dst" in kwargs:
         dst, args = _split_dst(args, kwargs, 0)
         value = args[0] if args else kwargs.pop("value")
@@ -230,8 +231,8 @@ def affine_select(*args, dtype=None, mask=None, **kwargs):
     return out
 
 
+@masked
 def tensor_tensor_scan(*args, reverse0=False, reverse1=False, dtype=None, mask=None, **kwargs):
-    no_mask(mask)
     dst, args = _split_dst(args, kwargs, 5)
     names = ("data0", "data1", "initial", "op0", "op1")
     vals = dict(zip(names, args))
@@ -284,8 +285,8 @@ def nc_match_replace8(*args, mask=None, dtype=None, dst_idx=None, **kwargs):
     return out
 
 
+@masked
 def dma_copy(*args, mask=None, dge_mode=None, **kwargs):
-    no_mask(mask)
     dst = kwargs.pop("dst", None)
     src = kwargs.pop("src", None)
     if dst is None:
@@ -305,8 +306,8 @@ def dma_transpose(*args, axes=None, mask=None, dtype=None, **kwargs):
     return out
 
 
+@masked
 def reciprocal(*args, dtype=None, mask=None, **kwargs):
-    no_mask(mask)
     dst, args = _split_dst(args, kwargs, 1)
     data = lw.as_tile(args[0] if args else kwargs.pop("data"))
     out = lw.output(dst, data.shape, dtype or data.dtype)

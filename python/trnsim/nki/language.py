@@ -11,6 +11,8 @@ from trnsim.nki import isa as _isa
 from trnsim.nki import lowering as lw
 from trnsim.nki.dtypes import bfloat16, bool_, float8_e4m3, float8_e5m2, float16, float32, int32, tfloat32, uint8  # noqa: F401
 from trnsim.nki.errors import NkiError, NkiUnsupportedError, no_mask
+from trnsim.nki import masking
+from trnsim.nki.masking import masked
 from trnsim.nki.indexing import arange, mgrid  # noqa: F401
 from trnsim.nki.ops import ACT_OF, ALU_OF, REDUCE_OF
 from trnsim.nki.tensor import NkiTensor, ParDim, new_tensor
@@ -137,19 +139,24 @@ def device_print(*args, **kwargs) -> None:
 
 
 # ---------------------------------------------------------------- data movement
+@masked
 def load(src, mask=None, dtype=None, **kwargs) -> NkiTensor:
-    no_mask(mask)
     src = lw.as_tile(src)
     if src.buffer != hbm:
         raise NkiError(f"nl.load reads HBM, got a {src.buffer.upper()} tile (use nl.copy between tiles)")
     t = new_tensor(src.shape or (1,), dtype or src.dtype, sbuf)
     tr = current()
-    tr.defer_load(t, src, tr.line_tag())
+    if masking.active():      # the mask applies now: the DMA is not deferred
+        tr.flush()
+        lw.dma(t, src, tag=tr.line_tag())
+    else:
+        src.check_limits()
+        tr.defer_load(t, src, tr.line_tag())
     return t
 
 
+@masked
 def store(dst, value, mask=None, **kwargs) -> None:
-    no_mask(mask)
     if dst.buffer != hbm:
         raise NkiError(f"nl.store writes HBM, got a {dst.buffer.upper()} tile")
     value = lw.as_tile(value)
@@ -162,8 +169,8 @@ def load_transpose2d(src, dtype=None, **kwargs) -> NkiTensor:
     return _isa.dma_transpose(lw.as_tile(src))
 
 
+@masked
 def copy(x, dtype=None, mask=None, **kwargs) -> NkiTensor:
-    no_mask(mask)
     x = lw.as_tile(x)
     out = new_tensor(x.shape, dtype or x.dtype, sbuf)
     if x.buffer == hbm:
@@ -190,8 +197,8 @@ def assign(target: NkiTensor, value) -> None:
 
 # ---------------------------------------------------------------- elementwise math (Scalar engine)
 def _activation_fn(nki_name: str, act: str):
+    @masked
     def fn(x, dtype=None, mask=None, **kwargs):
-        no_mask(mask)
         x = lw.as_tile(x)
         out = new_tensor(x.shape, dtype or x.dtype, sbuf)
         lw.activation(out, x, act)
@@ -272,8 +279,8 @@ def binary(op: str, a, b, out: NkiTensor | None = None, dtype=None) -> NkiTensor
 
 
 def _binary_fn(name: str):
+    @masked
     def fn(x, y, dtype=None, mask=None, **kwargs):
-        no_mask(mask)
         return binary(name, x, y, dtype=dtype)
     fn.__name__ = name
     fn.__doc__ = f"nl.{name}(x, y): elementwise, on the Vector engine."
@@ -288,8 +295,8 @@ REDUCE_OF[globals()["maximum"]] = "max"
 REDUCE_OF[globals()["minimum"]] = "min"
 
 
+@masked
 def where(condition, x, y, dtype=None, mask=None, **kwargs) -> NkiTensor:
-    no_mask(mask)
     cond, x = lw.as_tile(condition), lw.as_tile(x)
     out = new_tensor(x.shape, dtype or x.dtype, sbuf)
     lw.select(out, cond, x, lw.as_tile(y) if _is_tensor(y) else float(y))
@@ -298,8 +305,8 @@ def where(condition, x, y, dtype=None, mask=None, **kwargs) -> NkiTensor:
 
 # ---------------------------------------------------------------- reductions (Vector engine)
 def _reduction(name: str, reduce: str):
+    @masked
     def fn(x, axis, dtype=None, mask=None, keepdims=False, **kwargs):
-        no_mask(mask)
         return _isa.reduce_free(lw.as_tile(x), reduce, axis, keepdims, dtype, None)
     fn.__name__ = name
     fn.__doc__ = f"nl.{name}(x, axis): {reduce} over free axes, on the Vector engine."
@@ -312,18 +319,18 @@ max = _reduction("max", "max")  # noqa: A001
 min = _reduction("min", "min")  # noqa: A001
 
 
+@masked
 def mean(x, axis, dtype=None, mask=None, keepdims=False, **kwargs) -> NkiTensor:
-    no_mask(mask)
     x = lw.as_tile(x)
     s = _isa.reduce_free(x, "add", axis, keepdims, float32, None)
     n = x.free_size // s.free_size if s.free_size else 1
     return binary("multiply", s, 1.0 / n, dtype=dtype or x.dtype)
 
 
+@masked
 def softmax(x, axis=-1, dtype=None, mask=None, **kwargs) -> NkiTensor:
     """exp(x - max) / sum over the innermost free axis: max on the Vector engine, exp with the sum
     fused on the Scalar engine, then the scaling on the Vector engine."""
-    no_mask(mask)
     x = lw.as_tile(x)
     if axis not in (-1, x.ndim - 1):
         raise NkiUnsupportedError("nl.softmax over an axis other than the innermost free one")

@@ -7,7 +7,7 @@ KernelBuilder then validates the instruction against the chip and orders it with
 
 from __future__ import annotations
 
-from trnsim.nki import dtypes
+from trnsim.nki import dtypes, masking
 from trnsim.nki.errors import NkiError
 from trnsim.nki.tensor import NkiTensor, new_tensor
 from trnsim.nki.tracer import ACT, ALU, FLAG, REDUCE, current
@@ -49,7 +49,9 @@ def track(v: NkiTensor, read: bool, write: bool) -> None:
 
 
 def _prepare(v: NkiTensor, engine: str, role: str, is_matmul_dst: bool = False, read: bool = True,
-             write: bool = False) -> tuple:
+             write: bool = False, cut: bool = True) -> tuple:
+    """The operand's access pattern after the engine checks (cut to the active mask= unless `cut`
+    is False, for a view already cut)."""
     st = v.st
     track(v, read, write)
     if st.buffer == "hbm" and engine != "DMA":
@@ -68,7 +70,7 @@ def _prepare(v: NkiTensor, engine: str, role: str, is_matmul_dst: bool = False, 
             current().emit("memset", "Vector", dst=view.ap(), imm0=0.0)
     if not is_matmul_dst and st.mm_regions:
         st.mm_regions.discard(region_key(v))
-    return v.ap()
+    return (masking.restrict(v) if cut else v).ap()
 
 
 def _blocks(v: NkiTensor):
@@ -83,6 +85,8 @@ def _blocks(v: NkiTensor):
 def emit(op: str, engine: str, dst: NkiTensor | None = None, srcs: tuple = (), roles: tuple = (), **fields):
     """Emits one instruction: dst/src operand views are checked and lowered to access patterns."""
     engine = _ENGINE_NAMES.get(engine, engine)
+    if masking.empty():
+        return None
     if dst is not None:
         accumulate = op == "nc_matmul" and bool(fields.get("flags", 0) & FLAG["accumulate"])
         in_place = any(v is not None and v.same_region(dst) for v in srcs)
@@ -111,6 +115,8 @@ def _is_scalar_ap(v: NkiTensor) -> bool:
 def dma(dst: NkiTensor, src: NkiTensor, tag: int | None = None) -> None:
     if dst.partitions * _prod(dst.free_shape) != src.partitions * _prod(src.free_shape):
         raise NkiError(f"DMA between shapes {src.shape} and {dst.shape}: element counts differ")
+    if masking.empty():
+        return
     dst_ap = _prepare(dst, "DMA", "the destination", read=False, write=True)
     src_ap = _prepare(src, "DMA", "the source")
     if dst.st.buffer == "hbm":
@@ -213,7 +219,8 @@ def tensor_scalar(dst, a, alu0: str, s0, alu1: str = "bypass", s1=0.0, reverse0=
 
 def tensor_reduce(dst, src: NkiTensor, reduce: str, keep: int, engine: str = "Vector") -> None:
     """Reduces src's free dims from index `keep` on (the innermost ones)."""
-    _prepare(src, engine, "the data")
+    src = masking.restrict(src)
+    _prepare(src, engine, "the data", cut=False)
     ap, ndim = src.ap_split(keep)
     current_fields = {"reduce": REDUCE[reduce], "reduce_ndim": ndim, "src0": ap}
     emit("tensor_reduce", engine, dst, (), **current_fields)

@@ -123,11 +123,23 @@ _ALL = slice(None)
 class NkiTensor:
     """A view of a tensor: shape, element strides (partition steps on the partition dim), offset."""
 
-    __slots__ = ("st", "shape", "strides", "offset", "pidx", "p0", "_ap")
+    __slots__ = ("st", "shape", "strides", "offset", "pidx", "p0", "_ap", "limits")
 
-    def __init__(self, st, shape, strides, offset, pidx, p0):
+    def __init__(self, st, shape, strides, offset, pidx, p0, limits=None):
         self.st, self.shape, self.strides, self.offset, self.pidx, self.p0 = st, shape, strides, offset, pidx, p0
         self._ap = None
+        # An index expression reaching past the tensor (the last tile of a size that is not a multiple
+        # of the tile, left to a mask= to cut): (message, per dim None or the valid range [lo, hi)).
+        self.limits = limits
+
+    def check_limits(self) -> None:
+        """Raises the out-of-bounds error of an index expression no mask= has cut to the tensor."""
+        if self.limits is None:
+            return
+        msg, ranges = self.limits
+        for n, r in zip(self.shape, ranges):
+            if r is not None and (r[0] > 0 or r[1] < n):
+                raise NkiIndexError(msg)
 
     @staticmethod
     def whole(st: Storage) -> "NkiTensor":
@@ -179,6 +191,7 @@ class NkiTensor:
         fast = self._basic_index(key)
         if fast is not None:
             return fast
+        self.check_limits()
         if any(k is Ellipsis for k in key):
             i = next(j for j, k in enumerate(key) if k is Ellipsis)
             key = key[:i] + (slice(None),) * (len(self.shape) - len(key) + 1) + key[i + 1:]
@@ -186,7 +199,8 @@ class NkiTensor:
             raise NkiIndexError(f"too many indices ({len(key)}) for a tensor of shape {self.shape}")
         key = key + (slice(None),) * (len(self.shape) - len(key))
         offset, p0 = self.offset, self.p0
-        out = []   # (order, size, stride, is_partition)
+        out = []   # (order, size, stride, is_partition, valid range or None)
+        oob = None
         onchip = self.st.buffer != "hbm"
         for d, (k, size, stride) in enumerate(zip(key, self.shape, self.strides)):
             is_p = onchip and d == self.pidx
@@ -214,22 +228,33 @@ class NkiTensor:
                     p0 += start * stride
                 else:
                     offset += start * stride
-                out.append((d, n, stride * step, is_p))
+                out.append((d, n, stride * step, is_p, None))
             elif isinstance(k, AffineExpr):
                 # Each iota of the expression becomes one dimension of the view: a[i_p, 4 * i_h + i_k].
                 if is_p and len(k.terms) > 1:
                     raise NkiIndexError(f"the partition dimension takes one arange, got {k!r}")
                 lo = k.const + builtins.sum(min(0, c * (t[1] - 1)) for t, c in k.terms.items())
                 hi = k.const + builtins.sum(max(0, c * (t[1] - 1)) for t, c in k.terms.items())
+                valid = None
                 if lo < 0 or hi >= size:
-                    raise NkiIndexError(f"index range [{lo}, {hi}] outside dimension {d} of size "
-                                        f"{size} (tensor shape {self.shape})")
+                    msg = (f"index range [{lo}, {hi}] outside dimension {d} of size {size} (tensor shape "
+                           f"{self.shape})")
+                    if len(k.terms) != 1:
+                        raise NkiIndexError(msg)
+                    # One iota: the values inside the tensor; a mask= may cut the view to them.
+                    c = next(iter(k.terms.values()))
+                    bounds = (-k.const, size - 1 - k.const)
+                    if c > 0:
+                        valid = (-(-bounds[0] // c), bounds[1] // c + 1)
+                    else:
+                        valid = (-(-bounds[1] // c), bounds[0] // c + 1)
+                    oob = msg + " (a mask= on the call can cut the tile to the tensor)"
                 if is_p:
                     p0 += k.const * stride
                 else:
                     offset += k.const * stride
                 for (_, n, axis, _), coef in k.terms.items():
-                    out.append((axis, n, stride * coef, is_p))
+                    out.append((axis, n, stride * coef, is_p, valid))
             else:
                 raise NkiIndexError(f"unsupported index {k!r} (ints, slices, nl.arange/nl.mgrid expressions)")
         if any(isinstance(k, AffineExpr) for k in key):
@@ -242,8 +267,9 @@ class NkiTensor:
             pidx = next((i for i, t in enumerate(out) if t[3]), -1)
         elif not out:
             pidx = None
+        limits = (oob, tuple(t[4] for t in out)) if oob is not None else None
         return NkiTensor(self.st, tuple(t[1] for t in out), tuple(t[2] for t in out), offset,
-                         pidx if onchip else None, p0)
+                         pidx if onchip else None, p0, limits)
 
     def _basic_index(self, key: tuple):
         """Ints and unit-step slices (the common case), or None for the general path."""
@@ -253,13 +279,18 @@ class NkiTensor:
         offset, p0, pidx = self.offset, self.p0, self.pidx
         onchip = pidx is not None
         out_shape, out_strides, new_pidx = [], [], -1 if onchip else None
+        limits = self.limits[1] if self.limits is not None else None
+        out_limits = []
         for d in range(len(shape)):
             k = key[d] if d < len(key) else _ALL
             size, stride = shape[d], strides[d]
             is_p = onchip and d == pidx
+            lim = limits[d] if limits is not None else None
             if type(k) is int:
                 if not 0 <= k < size:
                     return None
+                if lim is not None and not lim[0] <= k < lim[1]:
+                    raise NkiIndexError(self.limits[0])
                 if is_p:
                     p0 += k * stride
                 else:
@@ -276,9 +307,11 @@ class NkiTensor:
                     offset += start * stride
                 out_shape.append(stop - start)
                 out_strides.append(stride)
+                out_limits.append(None if lim is None else (lim[0] - start, lim[1] - start))
             else:
                 return None
-        return NkiTensor(self.st, tuple(out_shape), tuple(out_strides), offset, new_pidx, p0)
+        new_limits = (self.limits[0], tuple(out_limits)) if limits is not None else None
+        return NkiTensor(self.st, tuple(out_shape), tuple(out_strides), offset, new_pidx, p0, new_limits)
 
     def __setitem__(self, key, value) -> None:
         from trnsim.nki import language as nl
@@ -295,6 +328,7 @@ class NkiTensor:
         return self._ap
 
     def _lower(self) -> tuple:
+        self.check_limits()
         st = self.st
         esz = st.itemsize
         if st.buffer == "hbm":
@@ -393,7 +427,8 @@ class NkiTensor:
             from trnsim.nki import lowering
             return lowering.partition_broadcast(self, shape)
         strides = tuple(0 if a != b else s for a, b, s in zip(self.shape, shape, self.strides))
-        return NkiTensor(self.st, tuple(int(s) for s in shape), strides, self.offset, self.pidx, self.p0)
+        return NkiTensor(self.st, tuple(int(s) for s in shape), strides, self.offset, self.pidx, self.p0,
+                         self.limits)
 
     def reshape(self, shape) -> "NkiTensor":
         """A contiguous HBM tensor viewed with another shape (same element count)."""
