@@ -20,6 +20,9 @@ enum class DType : uint8_t {
     i32,
     u8,
     boolean,   // stored as one byte, 0 or 1
+    i64,       // integers of PyTorch's int64 / int16 / int8: exact only on the GpSimd's integer
+    i16,       // instructions (int_alu, int_reduce, int_scan; docs/integers.md); other engines
+    i8,        // convert them to fp32 like i32
     count_,
 };
 

@@ -69,10 +69,27 @@ enum class AluOp : uint8_t {
 
 enum class ReduceOp : uint8_t { none, add, max, min, count_ };
 
+// Operations of the GpSimd's integer instructions (int_alu, int_reduce, int_scan), computed
+// exactly on two's-complement integers of up to 64 bits (docs/integers.md). Binary ops read
+// src0 and src1 (or imm_int); unary ops src0 only; select reads src0 (the mask), src1, src2.
+enum class IntOp : uint8_t {
+    add, sub, mul,
+    div_trunc, div_floor, remainder, fmod,      // divide by zero raises
+    max, min,
+    eq, ne, lt, le, gt, ge,                     // give 1 or 0
+    bit_and, bit_or, bit_xor, shl, shr,         // shr is arithmetic (sign-propagating)
+    logical_and, logical_or, logical_xor,       // on nonzero-ness, give 1 or 0
+    copy, neg, abs, bit_not, logical_not, sign, // unary; copy casts (wraps like a C++ integer cast)
+    select,                                     // src0 != 0 ? src1 : src2
+    argmax, argmin,                             // int_reduce only: index of the first extreme
+    count_
+};
+
 const char* opcode_name(Opcode op);
 const char* act_func_name(ActFunc f);
 const char* alu_op_name(AluOp op);
 const char* reduce_op_name(ReduceOp op);
+const char* int_op_name(IntOp op);
 const char* mem_space_name(MemSpace s);
 
 // ---------------------------------------------------------------- the operand model
@@ -128,6 +145,7 @@ enum class CostKind : uint8_t {
     stream_fill,     // memset: halved for 2-byte zero fills
     stream_two_pass, // select, tensor_tensor_scan: 2N
     stream_data,     // max8, nc_find_index8: N, no MIN_II floor
+    int_words,       // GpSimd integer instructions: N x the 32-bit word operations per element
 };
 
 constexpr int kMaxOperandSlots = static_cast<int>(OperandSlot::count_);
@@ -240,6 +258,8 @@ struct Instruction {
     int16_t signal = -1;            // user semaphore incremented when this instruction completes
     uint32_t tag = 0;               // caller's label (op / module id for the profiler)
     float imm0 = 0, imm1 = 0;
+    IntOp iop = IntOp::copy;        // int_alu / int_reduce / int_scan
+    int64_t imm_int = 0;            // int_alu: src1's value when F_S0_AP is clear; int_scan: initial value
     Affine affine;
     AccessPattern dst, src0, src1, src2, acc;
     std::array<SemWait, kMaxWaits> waits{};

@@ -98,6 +98,15 @@ void write_fields(std::ostringstream& os, const Instruction& ins) {
             if (!flag(F_S1_AP)) os << " else=" << num_text(ins.imm0);
             return;
         case Opcode::nc_match_replace8: os << " replace=" << num_text(ins.imm0); return;
+        case Opcode::int_alu:
+            os << " " << int_op_name(ins.iop);
+            if (!flag(F_S0_AP)) os << " imm=" << ins.imm_int;
+            return;
+        case Opcode::int_reduce: os << " " << int_op_name(ins.iop) << " dims=" << int(ins.reduce_ndim); return;
+        case Opcode::int_scan:
+            os << " " << int_op_name(ins.iop);
+            if (!flag(F_S1_AP)) os << " initial=" << ins.imm_int;
+            return;
         case Opcode::dma_copy:
         case Opcode::dma_transpose:
         case Opcode::nc_transpose:

@@ -7,7 +7,7 @@
 //                  +-448, NaN becomes sign|0x7f.
 //   float8_e5m2:   values that round past the largest finite (57344) become inf,
 //                  NaN becomes sign|0x7f.
-// Integers: float -> i32/u8 truncates toward zero and saturates (NaN -> 0);
+// Integers: float -> i32/u8/i64/i16/i8 truncates toward zero and saturates (NaN -> 0);
 // boolean stores (v != 0).
 //
 // The bulk conversions are the hot path of functional execution; on x86-64 the
@@ -15,6 +15,7 @@
 // the scalar code, which remains the reference and the fallback).
 #include "trnsim/dtype.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -40,7 +41,7 @@ inline float bits_f32(uint32_t b) {
     return v;
 }
 
-const char* const kDTypeNames[] = {"f32", "bf16", "f16", "fp8_e4m3", "fp8_e5m2", "i32", "u8", "boolean"};
+const char* const kDTypeNames[] = {"f32", "bf16", "f16", "fp8_e4m3", "fp8_e5m2", "i32", "u8", "boolean", "i64", "i16", "i8"};
 static_assert(sizeof(kDTypeNames) / sizeof(kDTypeNames[0]) == static_cast<size_t>(DType::count_));
 
 size_t checked_index(DType t) {
@@ -100,6 +101,13 @@ inline int32_t f32_to_i32(float v) {
     if (v >= 2147483648.0f) return std::numeric_limits<int32_t>::max();
     if (v <= -2147483648.0f) return std::numeric_limits<int32_t>::min();
     return static_cast<int32_t>(v);
+}
+
+inline int64_t f32_to_i64(float v) {
+    if (std::isnan(v)) return 0;
+    if (v >= 9223372036854775808.0f) return std::numeric_limits<int64_t>::max();
+    if (v <= -9223372036854775808.0f) return std::numeric_limits<int64_t>::min();
+    return static_cast<int64_t>(v);
 }
 
 inline uint8_t f32_to_u8(float v) {
@@ -168,7 +176,7 @@ __attribute__((target("avx,f16c"))) size_t f32_to_f16_f16c(const float* src, uin
 }  // namespace
 
 size_t dtype_size(DType t) {
-    static const size_t kSizes[] = {4, 2, 2, 1, 1, 4, 1, 1};
+    static const size_t kSizes[] = {4, 2, 2, 1, 1, 4, 1, 1, 8, 2, 1};
     return kSizes[checked_index(t)];
 }
 
@@ -178,7 +186,7 @@ DType dtype_from_name(const std::string& name) {
     for (size_t i = 0; i < static_cast<size_t>(DType::count_); ++i)
         if (name == kDTypeNames[i]) return static_cast<DType>(i);
     throw std::invalid_argument("unknown dtype name '" + name +
-                                "' (expected f32, bf16, f16, fp8_e4m3, fp8_e5m2, i32, u8 or boolean)");
+                                "' (expected f32, bf16, f16, fp8_e4m3, fp8_e5m2, i32, u8, boolean, i64, i16 or i8)");
 }
 
 bool dtype_is_float(DType t) {
@@ -253,6 +261,9 @@ float load_as_f32(const void* p, DType t) {
         case DType::i32: { int32_t v; std::memcpy(&v, p, 4); return i32_to_f32(v); }
         case DType::u8: return static_cast<float>(*static_cast<const uint8_t*>(p));
         case DType::boolean: return *static_cast<const uint8_t*>(p) != 0 ? 1.0f : 0.0f;
+        case DType::i64: { int64_t v; std::memcpy(&v, p, 8); return static_cast<float>(v); }
+        case DType::i16: { int16_t v; std::memcpy(&v, p, 2); return v; }
+        case DType::i8: return *static_cast<const int8_t*>(p);
         default: break;
     }
     checked_index(t);
@@ -269,6 +280,9 @@ void store_from_f32(float v, void* p, DType t) {
         case DType::i32: { int32_t i = f32_to_i32(v); std::memcpy(p, &i, 4); return; }
         case DType::u8: *static_cast<uint8_t*>(p) = f32_to_u8(v); return;
         case DType::boolean: *static_cast<uint8_t*>(p) = v != 0.0f ? 1 : 0; return;
+        case DType::i64: { int64_t i = f32_to_i64(v); std::memcpy(p, &i, 8); return; }
+        case DType::i16: { auto i = static_cast<int16_t>(std::clamp(f32_to_i32(v), -32768, 32767)); std::memcpy(p, &i, 2); return; }
+        case DType::i8: *static_cast<int8_t*>(p) = static_cast<int8_t>(std::clamp(f32_to_i32(v), -128, 127)); return;
         default: break;
     }
     checked_index(t);
@@ -325,6 +339,14 @@ void convert_to_f32(const void* src, DType t, float* dst, size_t n) {
             for (size_t i = 0; i < n; ++i) dst[i] = s[i] != 0 ? 1.0f : 0.0f;
             return;
         }
+        case DType::i64:
+        case DType::i16:
+        case DType::i8: {
+            const auto* s = static_cast<const uint8_t*>(src);
+            const size_t es = dtype_size(t);
+            for (size_t i = 0; i < n; ++i) dst[i] = load_as_f32(s + i * es, t);
+            return;
+        }
         default:
             checked_index(t);
     }
@@ -376,6 +398,14 @@ void convert_from_f32(const float* src, void* dst, DType t, size_t n) {
         case DType::boolean: {
             auto* d = static_cast<uint8_t*>(dst);
             for (size_t i = 0; i < n; ++i) d[i] = src[i] != 0.0f ? 1 : 0;
+            return;
+        }
+        case DType::i64:
+        case DType::i16:
+        case DType::i8: {
+            auto* d = static_cast<uint8_t*>(dst);
+            const size_t es = dtype_size(t);
+            for (size_t i = 0; i < n; ++i) store_from_f32(src[i], d + i * es, t);
             return;
         }
         default:

@@ -67,6 +67,14 @@ static_assert(sizeof(kAluNames) / sizeof(kAluNames[0]) == static_cast<size_t>(Al
 
 const char* const kReduceNames[] = {"none", "add", "max", "min"};
 static_assert(sizeof(kReduceNames) / sizeof(kReduceNames[0]) == static_cast<size_t>(ReduceOp::count_));
+
+const char* const kIntOpNames[] = {
+    "add",         "sub",        "mul",         "div_trunc", "div_floor", "remainder", "fmod",   "max",
+    "min",         "eq",         "ne",          "lt",        "le",        "gt",        "ge",     "bit_and",
+    "bit_or",      "bit_xor",    "shl",         "shr",       "logical_and", "logical_or", "logical_xor",
+    "copy",        "neg",        "abs",         "bit_not",   "logical_not", "sign",    "select", "argmax",
+    "argmin"};
+static_assert(sizeof(kIntOpNames) / sizeof(kIntOpNames[0]) == static_cast<size_t>(IntOp::count_));
 }  // namespace
 
 const OpcodeInfo& opcode_info(Opcode op) {
@@ -89,6 +97,10 @@ bool OpcodeInfo::reads(OperandSlot s) const {
 const char* act_func_name(ActFunc f) { return kActNames[static_cast<size_t>(f)]; }
 const char* alu_op_name(AluOp op) { return kAluNames[static_cast<size_t>(op)]; }
 const char* reduce_op_name(ReduceOp op) { return kReduceNames[static_cast<size_t>(op)]; }
+const char* int_op_name(IntOp op) {
+    const auto i = static_cast<size_t>(op);
+    return i < static_cast<size_t>(IntOp::count_) ? kIntOpNames[i] : "?";
+}
 
 const char* mem_space_name(MemSpace s) {
     switch (s) {

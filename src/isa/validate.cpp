@@ -244,6 +244,53 @@ private:
                  bank, "-byte banks)");
     }
 
+    // The GpSimd's integer instructions: integer operands, an op the instruction has, shapes.
+    void check_int() const {
+        if (static_cast<size_t>(ins_.iop) >= static_cast<size_t>(IntOp::count_))
+            fail("invalid integer op ", static_cast<int>(ins_.iop));
+        const auto integer = [](DType t) {
+            return t == DType::i64 || t == DType::i32 || t == DType::i16 || t == DType::i8 || t == DType::u8 ||
+                   t == DType::boolean;
+        };
+        for_each_operand(ins_, [&](const OperandInfo& d, const AccessPattern& ap) {
+            if (!integer(ap.dtype))
+                fail(operand_slot_name(d.slot), " dtype ", dtype_name(ap.dtype),
+                     " must be an integer dtype (i64, i32, i16, i8, u8, boolean)");
+        });
+        const IntOp op = ins_.iop;
+        const bool arg = op == IntOp::argmax || op == IntOp::argmin;
+        if (ins_.op == Opcode::int_alu) {
+            if (arg) fail("iop ", int_op_name(op), " is a reduction (int_reduce only)");
+            check_same_shape("dst", ins_.dst, "src0", ins_.src0);
+            if (uses_flag(F_S0_AP)) check_same_shape("dst", ins_.dst, "src1", ins_.src1);
+            if (op == IntOp::select && !uses_flag(F_S0_AP) && !uses_flag(F_S1_AP))
+                fail("select needs src1 (F_S0_AP) or src2 (F_S1_AP): one of its values may be imm_int");
+            if (uses_flag(F_S1_AP)) {
+                if (op != IntOp::select) fail("src2 is read by select only");
+                check_same_shape("dst", ins_.dst, "src2", ins_.src2);
+            }
+            return;
+        }
+        const bool scan_op = op == IntOp::add || op == IntOp::mul || op == IntOp::max || op == IntOp::min;
+        if (ins_.op == Opcode::int_scan) {
+            if (!scan_op) fail("iop ", int_op_name(op), " cannot scan (add, mul, max, min)");
+            check_same_shape("dst", ins_.dst, "src0", ins_.src0);
+            if (uses_flag(F_S1_AP)) {
+                if (ins_.src1.free_elems() != 1 || ins_.src1.partitions != ins_.src0.partitions)
+                    fail("src1 (initial) must be [P,1] with src0's partitions");
+            }
+            return;
+        }
+        if (!scan_op && !arg && op != IntOp::logical_and && op != IntOp::logical_or)
+            fail("iop ", int_op_name(op), " cannot reduce (add, mul, max, min, logical_and/or, argmax/argmin)");
+        if (ins_.reduce_ndim < 1 || ins_.reduce_ndim > ins_.src0.ndim)
+            fail("reduce_ndim ", int(ins_.reduce_ndim), " must be 1..src0 ndim ", int(ins_.src0.ndim));
+        uint64_t kept = 1;
+        for (int k = 0; k < ins_.src0.ndim - ins_.reduce_ndim; ++k) kept *= ins_.src0.size[k];
+        if (ins_.dst.partitions != ins_.src0.partitions || ins_.dst.free_elems() != kept)
+            fail("dst must be [", ins_.src0.partitions, ", ", kept, "] (src0 without its reduced dims)");
+    }
+
     void check_opcode_rules() const {
         switch (ins_.op) {
             case Opcode::dma_copy: return check_dma_copy();
@@ -284,6 +331,9 @@ private:
             case Opcode::max8:
             case Opcode::nc_find_index8:
             case Opcode::nc_match_replace8: return check_top8();
+            case Opcode::int_alu:
+            case Opcode::int_reduce:
+            case Opcode::int_scan: return check_int();
             case Opcode::memset:
             case Opcode::barrier:
             case Opcode::count_: return;

@@ -95,7 +95,8 @@ uint64_t instruction_hbm_bytes(const Instruction& ins) {
         case CostKind::stream_reduce:
         case CostKind::stream_fill:
         case CostKind::stream_two_pass:
-        case CostKind::stream_data: return 0;
+        case CostKind::stream_data:
+        case CostKind::int_words: return 0;
     }
     return 0;
 }

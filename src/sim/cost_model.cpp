@@ -13,6 +13,9 @@
 //                         nc_match_replace8 max(MIN_II, N); at least cross_partition_cycles_per_elem
 //                         x N when the destination starts on another partition than the source
 //   GpSimd                fixed start (~150) + N
+//                         integer instructions (int_alu/int_reduce/int_scan): N x the 32-bit word
+//                         operations one element takes on the GpSimd's integer ALUs (int_word_ops;
+//                         an int64 is two words: docs/integers.md)
 //   DMA                   fixed latency + bytes / (queue bandwidth x descriptor efficiency
 //                         [x HBM write efficiency for SBUF -> HBM]),
 //                         HBM bandwidth shared between queues (timing.cpp)
@@ -48,6 +51,36 @@ bool divides(const Instruction& ins) {
     const CostKind kind = opcode_info(ins.op).cost;
     return (kind == CostKind::stream_alu || kind == CostKind::stream_two_input) &&
            (ins.alu0 == AluOp::div || ins.alu1 == AluOp::div);
+}
+
+// 32-bit integer ALU operations per element of a GpSimd integer instruction. A 64-bit value is
+// two words: add/sub propagate a carry (lo, carry, hi), comparisons and max/min compare the high
+// words then the low ones unsigned, a product takes the three partial products of its low 64
+// bits, shifts funnel across the word boundary, and division is bit-serial (one
+// shift-compare-subtract step per quotient bit, as on cores without a hardware divider).
+double int_word_ops(const Instruction& ins) {
+    DType widest = ins.src0.dtype;
+    for (const AccessPattern* ap : {&ins.dst, &ins.src1, &ins.src2})
+        if (ap->valid() && dtype_size(ap->dtype) > dtype_size(widest)) widest = ap->dtype;
+    const bool wide = widest == DType::i64;
+    const double w = wide ? 2 : 1;
+    switch (ins.iop) {
+        case IntOp::copy: case IntOp::bit_and: case IntOp::bit_or: case IntOp::bit_xor: case IntOp::bit_not:
+        case IntOp::select:
+            return w;
+        case IntOp::add: case IntOp::sub: case IntOp::neg: case IntOp::max: case IntOp::min: case IntOp::abs:
+        case IntOp::eq: case IntOp::ne: case IntOp::lt: case IntOp::le: case IntOp::gt: case IntOp::ge:
+        case IntOp::logical_and: case IntOp::logical_or: case IntOp::logical_xor: case IntOp::logical_not:
+        case IntOp::sign:
+            return wide ? 3 : 1;
+        case IntOp::shl: case IntOp::shr: return wide ? 4 : 1;
+        case IntOp::argmax: case IntOp::argmin: return wide ? 4 : 2;
+        case IntOp::mul: return wide ? 6 : 1;
+        case IntOp::div_trunc: case IntOp::div_floor: case IntOp::remainder: case IntOp::fmod:
+            return wide ? 64 * 3 : 32;
+        case IntOp::count_: break;
+    }
+    throw IsaError(std::string(opcode_name(ins.op)) + ": unknown integer op");
 }
 
 double stream_cycles(const Instruction& ins, const StreamEngineConfig& eng, bool back_to_back) {
@@ -89,6 +122,11 @@ double stream_cycles(const Instruction& ins, const StreamEngineConfig& eng, bool
         case CostKind::stream_two_pass: c = std::max(min_ii, 2 * n / rate); break;
         // Published as N cycles, N = elements per partition of the data read (no MIN_II floor).
         case CostKind::stream_data: c = static_cast<double>(ins.src0.free_elems()) / rate; break;
+        case CostKind::int_words: {
+            n = static_cast<double>(std::max(ins.dst.free_elems(), ins.src0.free_elems()));
+            c = std::max(min_ii, int_word_ops(ins) * n / rate);
+            break;
+        }
         // nc_match_replace8 is published as "min(MIN_II, N)", which would stream 16K elements in
         // 64 cycles, faster than the engine reads them; it uses max(MIN_II, N), the form of every
         // other VectorE instruction. A VectorE transpose streams its block the same way.

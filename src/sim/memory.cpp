@@ -174,8 +174,11 @@ void copy_strided(uint8_t* dst, int64_t dst_step, const uint8_t* src, int64_t sr
         case 2:
             for (uint64_t i = 0; i < n; ++i) std::memcpy(dst + i * dst_step, src + i * src_step, 2);
             return;
-        default:
+        case 4:
             for (uint64_t i = 0; i < n; ++i) std::memcpy(dst + i * dst_step, src + i * src_step, 4);
+            return;
+        default:
+            for (uint64_t i = 0; i < n; ++i) std::memcpy(dst + i * dst_step, src + i * src_step, es);
             return;
     }
 }

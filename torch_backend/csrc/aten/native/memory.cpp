@@ -9,6 +9,7 @@
 #include <ATen/ops/_reshape_alias_native.h>
 #include <ATen/ops/as_strided_native.h>
 #include <ATen/ops/set_native.h>
+#include <ATen/ops/unfold_native.h>
 #include <ATen/ops/view_native.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
@@ -241,6 +242,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     m.impl("empty_strided", empty_strided);
     m.impl("as_strided", at::native::as_strided_tensorimpl);
     m.impl("view", at::native::view);
+    m.impl("unfold", at::native::unfold);   // a strided view, as view and as_strided
     m.impl("_reshape_alias", at::native::_reshape_alias);
     m.impl("resize_", resize_);
     m.impl("set_", set_empty);

@@ -17,6 +17,7 @@
 
 #include <optional>
 
+#include "aten/native/integer.h"
 #include "aten/native/launch.h"
 #include "aten/native/util.h"
 
@@ -46,7 +47,12 @@ bool binary_supported(Binary op, const at::Tensor& a, const at::Tensor& b, c10::
 }
 
 c10::ScalarType binary_result_type(Binary op, const at::Tensor& a, const at::Tensor& b) {
-    return is_comparison(op) ? c10::kBool : at::result_type(a, b);
+    if (is_comparison(op)) return c10::kBool;
+    const c10::ScalarType t = at::result_type(a, b);
+    // True division of integers gives the default float dtype, as PyTorch's div does.
+    if (op == Binary::div && at::isIntegralType(t, /*includeBool=*/true))
+        return c10::typeMetaToScalarType(at::get_default_dtype());
+    return t;
 }
 
 // out = a op (alpha * b): the operands are checked, out has the broadcast shape.
@@ -88,6 +94,7 @@ at::Tensor device_like(const at::Tensor& a, const at::Tensor& b) { return is_hos
 
 template <Binary Op, class FallbackOp>
 at::Tensor binary_fn(const at::Tensor& a, const at::Tensor& b, const c10::Scalar& alpha) {
+    if (at::Tensor r; integer::binary(Op, a, b, alpha, r)) return r;
     const c10::ScalarType dt = binary_result_type(Op, a, b);
     const double al = alpha.toDouble();
     if (!binary_supported(Op, a, b, dt) || !alpha_ok(a, al)) return run_fallback<FallbackOp>(a, b, alpha);
@@ -99,6 +106,7 @@ at::Tensor binary_fn(const at::Tensor& a, const at::Tensor& b, const c10::Scalar
 
 template <Binary Op, class FallbackOp>
 at::Tensor& binary_inplace(at::Tensor& self, const at::Tensor& b, const c10::Scalar& alpha) {
+    if (integer::binary_(Op, self, b, alpha)) return self;
     const c10::ScalarType dt = binary_result_type(Op, self, b);
     const double al = alpha.toDouble();
     if (!binary_supported(Op, self, b, dt) || !is_kernel_float(self.scalar_type()) ||
@@ -110,6 +118,7 @@ at::Tensor& binary_inplace(at::Tensor& self, const at::Tensor& b, const c10::Sca
 
 template <Binary Op, class FallbackOp>
 at::Tensor& binary_out(const at::Tensor& a, const at::Tensor& b, const c10::Scalar& alpha, at::Tensor& out) {
+    if (integer::binary_out(Op, a, b, alpha, out)) return out;
     const c10::ScalarType dt = binary_result_type(Op, a, b);
     const double al = alpha.toDouble();
     if (!binary_supported(Op, a, b, dt) || !alpha_ok(a, al) || out.scalar_type() != dt || !out.is_privateuseone())
@@ -122,6 +131,7 @@ at::Tensor& binary_out(const at::Tensor& a, const at::Tensor& b, const c10::Scal
 // Overloads without alpha adapt to the same templates.
 template <Binary Op, class FallbackOp>
 at::Tensor binary2_fn(const at::Tensor& a, const at::Tensor& b) {
+    if (at::Tensor r; integer::binary(Op, a, b, 1, r)) return r;
     const c10::ScalarType dt = binary_result_type(Op, a, b);
     if (!binary_supported(Op, a, b, dt)) return run_fallback<FallbackOp>(a, b);
     at::Tensor out = at::empty(broadcast_sizes(a, b), device_like(a, b).options().dtype(dt));
@@ -131,6 +141,7 @@ at::Tensor binary2_fn(const at::Tensor& a, const at::Tensor& b) {
 
 template <Binary Op, class FallbackOp>
 at::Tensor& binary2_inplace(at::Tensor& self, const at::Tensor& b) {
+    if (integer::binary_(Op, self, b, 1)) return self;
     const c10::ScalarType dt = binary_result_type(Op, self, b);
     if (!binary_supported(Op, self, b, dt) || !is_kernel_float(self.scalar_type()) ||
         broadcast_sizes(self, b) != self.sizes())
@@ -141,6 +152,7 @@ at::Tensor& binary2_inplace(at::Tensor& self, const at::Tensor& b) {
 
 template <Binary Op, class FallbackOp>
 at::Tensor& binary2_out(const at::Tensor& a, const at::Tensor& b, at::Tensor& out) {
+    if (integer::binary_out(Op, a, b, 1, out)) return out;
     const c10::ScalarType dt = binary_result_type(Op, a, b);
     if (!binary_supported(Op, a, b, dt) || out.scalar_type() != dt || !out.is_privateuseone())
         return run_fallback<FallbackOp>(a, b, out);
@@ -152,6 +164,7 @@ at::Tensor& binary2_out(const at::Tensor& a, const at::Tensor& b, at::Tensor& ou
 // Comparisons with a Scalar.
 template <Binary Op, class FallbackOp>
 at::Tensor compare_scalar(const at::Tensor& a, const c10::Scalar& s) {
+    if (at::Tensor r; integer::compare_scalar(Op, a, s, r)) return r;
     if (!kernel_dtypes({&a}) || s.isComplex()) return run_fallback<FallbackOp>(a, s);
     at::Tensor out = at::empty(a.sizes(), a.options().dtype(c10::kBool));
     const double v = s.toDouble();
@@ -165,6 +178,7 @@ at::Tensor compare_scalar(const at::Tensor& a, const c10::Scalar& s) {
 
 // div with a rounding mode: only the true division is native.
 at::Tensor div_mode(const at::Tensor& a, const at::Tensor& b, std::optional<c10::string_view> mode) {
+    if (at::Tensor r; integer::div_mode(a, b, mode, r)) return r;
     if (mode.has_value()) return run_fallback<at::_ops::div_Tensor_mode>(a, b, mode);
     return binary2_fn<Binary::div, at::_ops::div_Tensor>(a, b);
 }
@@ -221,6 +235,7 @@ void launch_unary(Unary op, const at::Tensor& out, const at::Tensor& in) {
 // Float-only unary math: exp, log, sqrt, ..., activations.
 template <Unary Op, class FallbackOp>
 at::Tensor unary_fn(const at::Tensor& self) {
+    if (at::Tensor r; integer::unary(Op, self, r)) return r;
     if (!kernel_dtypes({&self}) || !is_kernel_float(self.scalar_type())) return run_fallback<FallbackOp>(self);
     at::Tensor out = at::empty(self.sizes(), self.options());
     launch_unary(Op, out, self);
@@ -229,6 +244,7 @@ at::Tensor unary_fn(const at::Tensor& self) {
 
 template <Unary Op, class FallbackOp>
 at::Tensor& unary_inplace(at::Tensor& self) {
+    if (integer::unary_out(Op, self, self)) return self;
     if (!kernel_dtypes({&self}) || !is_kernel_float(self.scalar_type())) return run_fallback<FallbackOp>(self);
     launch_unary(Op, self, self);
     return self;
@@ -236,6 +252,7 @@ at::Tensor& unary_inplace(at::Tensor& self) {
 
 template <Unary Op, class FallbackOp>
 at::Tensor& unary_out(const at::Tensor& self, at::Tensor& out) {
+    if (integer::unary_out(Op, self, out)) return out;
     if (!kernel_dtypes({&self, &out}) || !is_kernel_float(self.scalar_type()) ||
         out.scalar_type() != self.scalar_type())
         return run_fallback<FallbackOp>(self, out);
@@ -266,6 +283,7 @@ at::Tensor& gelu_(at::Tensor& self, c10::string_view approximate) {
 }
 
 at::Tensor logical_not(const at::Tensor& self) {
+    if (at::Tensor r; integer::unary(Unary::logical_not, self, r)) return r;
     if (!kernel_dtypes({&self})) return run_fallback<at::_ops::logical_not>(self);
     at::Tensor out = at::empty(self.sizes(), self.options().dtype(c10::kBool));
     launch_unary(Unary::logical_not, out, self);
@@ -342,6 +360,7 @@ void launch_fill(const at::Tensor& out, double v) {
 }
 
 at::Tensor& fill_scalar(at::Tensor& self, const c10::Scalar& value) {
+    if (integer::fill(self, value)) return self;
     if (value.isComplex() || !fill_supported(self, value.toDouble()))
         return run_fallback<at::_ops::fill__Scalar>(self, value);
     launch_fill(self, value.toDouble());
@@ -356,6 +375,7 @@ void launch_copy(const at::Tensor& out, const at::Tensor& in) {
 }
 
 at::Tensor& fill_tensor(at::Tensor& self, const at::Tensor& value) {
+    if (integer::fill_tensor(self, value)) return self;
     TORCH_CHECK(value.dim() == 0, "fill_ only supports 0-dimension value tensor but got tensor with ", value.dim(),
                 " dimensions.");
     if (value.is_cpu()) return fill_scalar(self, c10::Scalar(host_scalar_value(value)));
@@ -384,6 +404,7 @@ void launch_where(const at::Tensor& out, const at::Tensor& cond, const at::Tenso
 }
 
 at::Tensor where_self(const at::Tensor& cond, const at::Tensor& a, const at::Tensor& b) {
+    if (at::Tensor r; integer::where(cond, a, b, r)) return r;
     const c10::ScalarType dt = at::result_type(a, b);
     const bool ok = kernel_dtypes({&cond}) && is_kernel_float(dt) && (is_host_scalar(a) || kernel_dtypes({&a})) &&
                     (is_host_scalar(b) || kernel_dtypes({&b}));
@@ -396,6 +417,7 @@ at::Tensor where_self(const at::Tensor& cond, const at::Tensor& a, const at::Ten
 }
 
 at::Tensor& masked_fill_scalar_(at::Tensor& self, const at::Tensor& mask, const c10::Scalar& value) {
+    if (integer::masked_fill(self, mask, value)) return self;
     const bool ok = kernel_dtypes({&self, &mask}) && is_kernel_float(self.scalar_type()) && !value.isComplex() &&
                     broadcast_sizes(self, mask) == self.sizes();
     if (!ok) return run_fallback<at::_ops::masked_fill__Scalar>(self, mask, value);
@@ -405,6 +427,7 @@ at::Tensor& masked_fill_scalar_(at::Tensor& self, const at::Tensor& mask, const 
 }
 
 at::Tensor& masked_fill_tensor_(at::Tensor& self, const at::Tensor& mask, const at::Tensor& value) {
+    if (integer::masked_fill_tensor(self, mask, value)) return self;
     if (value.dim() == 0 && value.is_cpu()) return masked_fill_scalar_(self, mask, host_scalar_value(value));
     const bool ok = value.dim() == 0 && kernel_dtypes({&self, &mask, &value}) && is_kernel_float(self.scalar_type()) &&
                     broadcast_sizes(self, mask) == self.sizes();
@@ -435,6 +458,7 @@ bool clamp_supported(const at::Tensor& self, const std::optional<c10::Scalar>& l
 }
 
 at::Tensor clamp_fn(const at::Tensor& self, const std::optional<c10::Scalar>& lo, const std::optional<c10::Scalar>& hi) {
+    if (at::Tensor r; integer::clamp(self, lo, hi, r, true)) return r;
     if (!clamp_supported(self, lo, hi)) return run_fallback<at::_ops::clamp>(self, lo, hi);
     at::Tensor out = at::empty(self.sizes(), self.options());
     launch_clamp(out, self, to_double(lo), to_double(hi));
@@ -442,6 +466,7 @@ at::Tensor clamp_fn(const at::Tensor& self, const std::optional<c10::Scalar>& lo
 }
 
 at::Tensor& clamp_inplace(at::Tensor& self, const std::optional<c10::Scalar>& lo, const std::optional<c10::Scalar>& hi) {
+    if (integer::clamp(self, lo, hi, self, false)) return self;
     if (!clamp_supported(self, lo, hi)) return run_fallback<at::_ops::clamp_>(self, lo, hi);
     launch_clamp(self, self, to_double(lo), to_double(hi));
     return self;
@@ -449,6 +474,7 @@ at::Tensor& clamp_inplace(at::Tensor& self, const std::optional<c10::Scalar>& lo
 
 at::Tensor& clamp_out(const at::Tensor& self, const std::optional<c10::Scalar>& lo,
                       const std::optional<c10::Scalar>& hi, at::Tensor& out) {
+    if (integer::clamp(self, lo, hi, out, false)) return out;
     if (!clamp_supported(self, lo, hi) || !kernel_dtypes({&out}) || out.scalar_type() != self.scalar_type())
         return run_fallback<at::_ops::clamp_out>(self, lo, hi, out);
     at::native::resize_output(out, self.sizes());
@@ -467,6 +493,17 @@ at::Tensor& clamp_max_(at::Tensor& self, const c10::Scalar& hi) { return clamp_i
 at::Tensor cat(const at::ITensorListRef& tensors, int64_t dim) {
     c10::SmallVector<at::Tensor, 8> inputs;
     for (const at::Tensor& t : tensors) inputs.push_back(t);
+    if (at::Tensor r; integer::cat(inputs, dim, r)) return r;
+    // Legacy 1-d empty tensors (a KV cache's torch.tensor([])) are skipped as PyTorch's cat skips
+    // them, when another input has their dtype and device (the result is the same).
+    const auto legacy_empty = [](const at::Tensor& t) { return t.dim() == 1 && t.size(0) == 0; };
+    if (auto real = std::find_if_not(inputs.begin(), inputs.end(), legacy_empty); real != inputs.end()) {
+        const at::Tensor keep = *real;
+        inputs.erase(std::remove_if(inputs.begin(), inputs.end(), [&](const at::Tensor& t) {
+            return legacy_empty(t) && t.scalar_type() == keep.scalar_type() && t.device() == keep.device();
+        }), inputs.end());
+    }
+    if (at::Tensor r; integer::cat(inputs, dim, r)) return r;
     bool ok = !inputs.empty();
     for (const at::Tensor& t : inputs) ok = ok && kernel_dtypes({&t}) && t.scalar_type() != c10::kLong;
     // Legacy 1-d empty tensors are skipped by PyTorch's cat; leave those to the CPU.
@@ -517,6 +554,7 @@ at::Tensor as_word_pairs(const at::Tensor& t, c10::IntArrayRef sizes) {
 bool copy_on_device(const at::Tensor& dst, const at::Tensor& src) {
     if (!src.is_privateuseone() || src.device() != dst.device()) return false;
     c10::DeviceGuard guard(dst.device());
+    if (integer::copy(dst, src)) return true;
     if (src.scalar_type() == dst.scalar_type() && dst.element_size() == 8) {
         launch_copy(as_word_pairs(dst, dst.sizes()), as_word_pairs(src, dst.sizes()));
         return true;

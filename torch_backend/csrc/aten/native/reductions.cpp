@@ -7,6 +7,7 @@
 
 #include <cmath>
 
+#include "aten/native/integer.h"
 #include "aten/native/launch.h"
 #include "aten/native/util.h"
 #include "runtime/devices.h"
@@ -61,6 +62,7 @@ void launch_reduce(ops::Reduce op, const at::Tensor& out, const at::Tensor& in, 
 template <ops::Reduce Op, class FallbackOp>
 at::Tensor sum_mean(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
                     std::optional<c10::ScalarType> dtype) {
+    if (at::Tensor r; Op == ops::Reduce::sum && integer::sum(self, dim, keepdim, dtype, r)) return r;
     const c10::ScalarType dt = dtype.value_or(self.scalar_type());
     if (!float_tensors({&self}) || !is_kernel_float(dt) || self.numel() == 0)
         return run_fallback<FallbackOp>(self, dim, keepdim, dtype);
@@ -93,6 +95,7 @@ at::Tensor amax_amin(const at::Tensor& self, at::IntArrayRef dim, bool keepdim) 
 
 template <ops::Reduce Op, class FallbackOp>
 at::Tensor max_min_all(const at::Tensor& self) {
+    if (at::Tensor r; integer::max_min_all(Op == ops::Reduce::max, self, r)) return r;
     if (!float_tensors({&self}) || self.numel() == 0) return run_fallback<FallbackOp>(self);
     const auto dims = reduced_dims(self, std::nullopt);
     at::Tensor out = at::empty({}, self.options());
@@ -118,6 +121,7 @@ void launch_reduce_with_indices(ops::Reduce op, const at::Tensor* values, const 
 
 template <ops::Reduce Op, class FallbackOp>
 std::tuple<at::Tensor, at::Tensor> max_min_dim(const at::Tensor& self, int64_t dim, bool keepdim) {
+    if (at::Tensor v, i; integer::max_min_dim(Op == ops::Reduce::max, self, dim, keepdim, v, i)) return {v, i};
     if (!float_tensors({&self}) || self.numel() == 0 || self.dim() == 0) return run_fallback<FallbackOp>(self, dim, keepdim);
     dim = c10::maybe_wrap_dim(dim, self.dim());
     const int64_t dims[1] = {dim};
@@ -130,6 +134,7 @@ std::tuple<at::Tensor, at::Tensor> max_min_dim(const at::Tensor& self, int64_t d
 
 template <ops::Reduce Op, class FallbackOp>
 at::Tensor arg_max_min(const at::Tensor& self, std::optional<int64_t> dim, bool keepdim) {
+    if (at::Tensor r; integer::arg_max_min(Op == ops::Reduce::max, self, dim, keepdim, r)) return r;
     if (!float_tensors({&self}) || self.numel() == 0 || self.dim() == 0 || (!dim && !self.is_contiguous()))
         return run_fallback<FallbackOp>(self, dim, keepdim);
     if (!dim) {
