@@ -66,6 +66,30 @@ def scale_bwd(a, b, grad):
 tanh_mul = nki.torch_op("nki_test::tanh_mul", scale_fwd, scale_bwd)
 
 
+def test_a_call_on_neuron_tensors_advances_the_device_clock():
+    from trnsim import _C
+    a, b = torch.randn(128, 64).to("neuron"), torch.randn(128, 64).to("neuron")
+    torch.neuron.synchronize()
+    # The values cross through the host: two reads and one result written back.
+    t0 = torch.neuron._device_time_ns()
+    a.cpu(), b.cpu(), torch.empty(128, 64).to("neuron")
+    t1 = torch.neuron._device_time_ns()
+    start, end = torch.neuron.Event(enable_timing=True), torch.neuron.Event(enable_timing=True)
+    start.record()
+    scale_fwd(a, b)
+    end.record()
+    t2 = torch.neuron._device_time_ns()
+    run = nki.simulate(scale_fwd, a, b, chip=_C._chip_name())
+    kernel_ns = run.latency_us * 1000.0     # the simulated time and the launch overhead
+    assert (t2 - t1) == pytest.approx((t1 - t0) + kernel_ns, abs=1.0)
+    assert start.elapsed_time(end) * 1e6 == pytest.approx(t2 - t1, abs=1.0)
+    # CPU tensors run on the host only: the device's clock does not move.
+    a_cpu, b_cpu = a.cpu(), b.cpu()
+    t3 = torch.neuron._device_time_ns()
+    scale_fwd(a_cpu, b_cpu)
+    assert torch.neuron._device_time_ns() == t3
+
+
 @pytest.mark.parametrize("device", ["cpu", "neuron"])
 def test_custom_op_with_autograd(device):
     a = torch.randn(128, 64, device=device, requires_grad=True)

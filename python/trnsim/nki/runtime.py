@@ -53,9 +53,14 @@ class Kernel:
     def __call__(self, *args, **kwargs):
         if tracer._current:                      # a kernel called from a kernel being traced: inline it
             return self.fn(*args, **kwargs)
-        outputs = simulate(self, *args, **kwargs).outputs
         devices = [a.device for a in args if torch_bridge.is_tensor(a)]
-        return torch_bridge.convert_outputs(outputs, devices[0]) if devices else outputs
+        if devices and devices[0].type == "neuron" and "chip" not in kwargs and "chip" not in self.options:
+            kwargs["chip"] = torch_bridge.device_chip()      # the device's chip, not the default preset
+        run = simulate(self, *args, **kwargs)
+        if not devices:
+            return run.outputs
+        torch_bridge.charge_device(devices[0], run)
+        return torch_bridge.convert_outputs(run.outputs, devices[0])
 
     def trace(self, *args, chip: str = DEFAULT_CHIP, **kwargs) -> Traced:
         grid = self.grid or (1,)

@@ -60,3 +60,26 @@ def torch_dtype(dt: np.dtype):
             return tdt
     return {np.dtype(np.float32): torch.float32, np.dtype(np.float16): torch.float16,
             np.dtype(np.int32): torch.int32, np.dtype(np.uint8): torch.uint8, np.dtype(np.bool_): torch.bool}[dt]
+
+
+def device_chip() -> str:
+    """The chip the neuron devices simulate ($TRNSIM_CHIP)."""
+    from trnsim import _C
+    return _C._chip_name()
+
+
+def charge_device(device, run) -> None:
+    """A kernel called on neuron tensors runs on that device's simulated clock: it starts when the
+    device and its current stream are ready (its inputs were produced on the stream) and the device
+    and the stream wait for its end, launch overhead included, as for a blocking collective
+    (trnsim._C._distributed's clock hooks). CPU tensors charge nothing."""
+    if device.type != "neuron":
+        return
+    import torch
+    from trnsim._C import _distributed as hooks
+    from trnsim import _core
+    index = device.index if device.index is not None else torch.accelerator.current_device_index()
+    duration_ps = int(run.stats["end_ps"] - run.stats["start_ps"]) + \
+        int(_core.chip_layout(run.chip)["launch_overhead_ns"] * 1000)
+    device_ps, stream_ps = hooks.clock(index)
+    hooks.block_until(index, max(device_ps, stream_ps) + duration_ps)
