@@ -58,10 +58,12 @@ bool epilogue_step_ok(const Graph& g, const Node& n, const std::vector<int64_t>&
     }
 }
 
-// A reshape the epilogue looks through: the same tiles of the same data.
+// A reshape the epilogue looks through: the same tiles of the same data (all of it: a slice
+// that keeps the leading rows is contiguous too).
 bool epilogue_view_ok(const Graph& g, const Node& n, int cur) {
     const Value& out = g.values[n.outputs[0]];
-    return out.is_contiguous() && out.offset == 0 && !out.sizes.empty() && out.sizes.back() == g.values[cur].sizes.back();
+    return out.is_contiguous() && out.offset == 0 && !out.sizes.empty() && out.sizes.back() == g.values[cur].sizes.back() &&
+           out.numel() == g.values[cur].numel();
 }
 
 bool contains(const std::vector<int>& v, int x) { return std::find(v.begin(), v.end(), x) != v.end(); }
