@@ -17,6 +17,7 @@ import functools
 
 from trnsim.nki.errors import NkiUnsupportedError
 from trnsim.nki.indexing import Conjunction, Predicate
+from trnsim.nki.tracer import current
 
 _stack: list[dict] = []   # per active mask: grid axis -> (lo, hi, extent)
 
@@ -71,7 +72,9 @@ def masked(fn):
     def call(*args, mask=None, **kwargs):
         if mask is None:
             return fn(*args, **kwargs)
-        _stack.append(axis_ranges(mask))
+        ranges = axis_ranges(mask)
+        current().flush()      # a deferred load issued before the call is not the call's to cut
+        _stack.append(ranges)
         try:
             return fn(*args, **kwargs)
         finally:
