@@ -10,6 +10,8 @@ Prints `BENCH <name> <value> <unit>` lines:
                                 trn1 at the tutorial's 4096 x 8192 x 8192 bf16, against the published
                                 6.97 ms (docs/kernel-measurements.md 1.1; a counted fidelity point,
                                 held to 25%): signed relative error of the latency, percent
+  nki_flash_fwd_1024x128_us     examples/nki/flash_attention.py, one head, seq 1024, d 128, bf16, trn2
+  nki_flash_bwd_1024x128_us     examples/nki/flash_attention_bwd.py on the same shapes
 """
 
 import importlib.util
@@ -45,6 +47,16 @@ def main() -> None:
     run = nki.benchmark(matmul.matmul_blocked, nki.spec((k, m), "bfloat16"), nki.spec((k, n), "bfloat16"),
                         chip="trn1", records=False, tiles_m=16, tiles_n=2, tiles_k=8)
     print(f"BENCH nki_matmul_trn1_fully_optimized_error {100 * (run.latency_us / 1000 - 6.97) / 6.97:+.1f} %")
+
+    seq, d = 1024, 128
+    qk = (nki.spec((d, seq), "bfloat16"), nki.spec((d, seq), "bfloat16"))
+    rows = nki.spec((seq, d), "bfloat16")
+    run = nki.benchmark(load_example("flash_attention").flash_fwd, *qk, rows, d ** -0.5, chip="trn2", records=False)
+    print(f"BENCH nki_flash_fwd_1024x128_us {run.time_us:.1f} us")
+    run = nki.benchmark(load_example("flash_attention_bwd").flash_bwd, *qk, rows, rows, d ** -0.5, chip="trn2",
+                        records=False)
+    print(f"BENCH nki_flash_bwd_1024x128_us {run.time_us:.1f} us")
+
 
 if __name__ == "__main__":
     main()
