@@ -137,3 +137,27 @@ def triangle_mask(a):
 def test_a_condition_over_two_variables_is_refused():
     with pytest.raises(nki.NkiUnsupportedError, match="more than one index variable"):
         triangle_mask(rand(128, 128))
+
+
+@nki.jit
+def rmsnorm_masked_rows(a, g):
+    """The common published form: only the load, the last multiply and the store are masked; the
+    ops between them run on the whole tile, rows past the tensor included."""
+    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    i_p = nl.arange(128)[:, None]
+    i_f = nl.arange(a.shape[1])[None, :]
+    g_row = nl.load(g.reshape((1, g.shape[0]))[nl.arange(1)[:, None], i_f])
+    for t in nl.affine_range((a.shape[0] + 127) // 128):
+        rows = t * 128 + i_p < a.shape[0]
+        x = nl.load(a[t * 128 + i_p, i_f], mask=rows)
+        inv_rms = nl.rsqrt(nl.sum(nl.square(x), axis=[1]) / a.shape[1])
+        y = nl.multiply(x, inv_rms)
+        y[...] = nl.multiply(y, g_row.broadcast_to((128, g.shape[0])), mask=rows)
+        nl.store(out[t * 128 + i_p, i_f], value=y, mask=rows)
+    return out
+
+
+def test_rmsnorm_with_only_its_memory_accesses_masked():
+    a, g = rand(250, 512), rand(512)
+    expected = a / np.sqrt((a * a).mean(axis=1, keepdims=True)) * g
+    np.testing.assert_allclose(rmsnorm_masked_rows(a, g), expected, rtol=1e-4, atol=1e-4)
