@@ -67,9 +67,6 @@ def test_text_generation_pipeline_matches_cpu():
     assert expected.startswith(PROMPT) and len(expected.split()) > len(PROMPT.split())
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="CPU fallbacks: add, all, any, arange, bitwise_and, bitwise_not, bitwise_or, cat, cumsum, "
-                          "isin, isneginf, masked_fill_, max, mul, sub, tril, where")
 def test_greedy_generate_runs_without_cpu_fallbacks():
     model, ids = tiny_llama().to("neuron"), tokenizer()(PROMPT, return_tensors="pt").input_ids.to("neuron")
     torch.neuron.reset_fallback_ops()

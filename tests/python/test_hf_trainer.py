@@ -92,9 +92,6 @@ def test_bf16_autocast_tracks_cpu_bf16(runs):
     assert neuron["eval"] == pytest.approx(cpu["eval"], rel=2e-3)
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="CPU fallbacks: add, all, arange, cat, cumsum, div, fill_, isnan, isneginf, sub, "
-                          "sum.dim_IntList, tril, unfold, where")
 def test_training_runs_without_cpu_fallbacks(runs):
     assert runs["neuron"]["fallbacks"] == {}
     assert runs["neuron_bf16"]["fallbacks"] == {}

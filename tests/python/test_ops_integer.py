@@ -207,3 +207,20 @@ def test_division_by_zero_raises():
     a = torch.tensor([1, 2, 3], device=DEV)
     with pytest.raises(RuntimeError, match="ZeroDivisionError"):
         torch.floor_divide(a, torch.tensor([1, 0, 1], device=DEV)).cpu()
+
+
+def test_model_glue_around_integers():
+    """What HF models do next to their integer tensors: true division of integers (float result),
+    all/any of float masks, cat with a legacy empty KV cache, where's out= form, unfold views."""
+    n = torch.tensor(12)
+    check(lambda x: x / 4, n)
+    check(lambda x: (x > 0).all(), torch.randn(3, 4))
+    check(lambda x: x.any(1), torch.tensor([[0.0, 0.0], [0.0, float("nan")]]))
+    check(lambda x: torch.cat([torch.tensor([], device=x.device), x], dim=-2), torch.randn(1, 2, 3, 4))
+
+    def where_out(c, a, b):
+        out = torch.empty_like(a)
+        torch.where(c, a, b, out=out)
+        return out
+    check(where_out, torch.tensor([True, False, True]), torch.randn(3), torch.randn(3))
+    check(lambda x: x.unfold(1, 3, 2) * 2, torch.randn(2, 9))
