@@ -352,6 +352,24 @@ void wrap_indices(KernelBuilder& kb, const TensorDesc& out, const TensorDesc& in
                             });
 }
 
+void linear_index(KernelBuilder& kb, const TensorDesc& out, const std::vector<TensorDesc>& indices,
+                  const std::vector<int64_t>& multipliers) {
+    const std::string op = "linear_index";
+    if (indices.empty() || indices.size() != multipliers.size()) fail(op, "one multiplier per index");
+    tiling::run_elementwise(kb, op, out, {&indices[0]}, 0,
+                            [&](const std::vector<AccessPattern>& in, const AccessPattern& o,
+                                const std::vector<AccessPattern>&) {
+                                kb.tensor_scalar(o, in[0], AluOp::mul, static_cast<float>(multipliers[0]));
+                            });
+    for (size_t j = 1; j < indices.size(); ++j)
+        tiling::run_elementwise(kb, op, out, {&out, &indices[j]}, 1,
+                                [&](const std::vector<AccessPattern>& in, const AccessPattern& o,
+                                    const std::vector<AccessPattern>& tmp) {
+                                    kb.tensor_scalar(tmp[0], in[1], AluOp::mul, static_cast<float>(multipliers[j]));
+                                    kb.tensor_tensor(o, in[0], tmp[0], AluOp::add);
+                                });
+}
+
 void masked_fill(KernelBuilder& kb, const TensorDesc& out, const TensorDesc& in, const TensorDesc& mask, float value) {
     tiling::run_elementwise(kb, "masked_fill", out, {&in, &mask}, 1,
                             [&](const std::vector<AccessPattern>& v, const AccessPattern& o,

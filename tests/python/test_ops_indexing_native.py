@@ -66,6 +66,10 @@ def test_gather_and_scatter_family(dtype):
         sums = dict(exact=dtype == torch.float32, atol=1e-2, rtol=1e-2)
         check(lambda t, i, s: t.scatter_add(0, i, s), view, randint(7, 5, 13), src, **sums)
         check(lambda t, i, s: t.scatter_reduce(0, i, s, "sum"), view, randint(7, 5, 13), src, **sums)
+        for reduce in ("sum", "mean"):
+            for include_self in (True, False):
+                check(lambda t, i, s: t.scatter_reduce(0, i, s, reduce, include_self=include_self), view,
+                      randint(7, 5, 13), src, exact=False, atol=1e-5 if dtype == torch.float32 else 1e-2, rtol=1e-2)
         check(lambda t, i, s: t.clone().scatter_(1, i, s), view, randint(13, 5, 2), src)
     # Empty index, 1-D, and a 0-d tensor.
     check(lambda t, i: torch.gather(t, 1, i), x, torch.zeros(7, 0, dtype=torch.long))
@@ -114,6 +118,13 @@ def test_row_indexing(dtype):
         check(lambda t, i, v: t.index_put((i,), v, accumulate=True), view, idx, src, **sums)
         check(additem, view, torch.tensor([3, 5]), 1.5)
         check(lambda t: setitem(t, t > 0.5, -2.0), view)
+        # Several index tensors on consecutive dims (broadcast together), as HF masks are read.
+        i0, i1 = torch.tensor([[0], [8], [-1]]), torch.tensor([5, 0, -2, 3])
+        check(lambda t, a, b: t[a, b], view, i0, i1)
+        check(lambda t, a, b: t[:, a, b], view, torch.tensor([1, 5]), torch.tensor([4, -5]))
+        check(lambda t, a, b, v: setitem(t, (a, b), v), view, i0, i1, rand(5, dtype=dtype, seed=7))
+        check(lambda t, a, b, v: t.index_put((a, b), v, accumulate=True), view, torch.tensor([1, 1, 2]),
+              torch.tensor([0, 0, 3]), rand(3, 5, dtype=dtype, seed=8), **sums)
         check(lambda t: t.masked_fill(t < 0, 7.0), view)
     check(lambda t, i: t.index_select(0, i), x, torch.zeros(0, dtype=torch.long))
     check(lambda t, i, s: t.index_add(1, i, s), x[:0], torch.tensor([1]), rand(0, 1, 5, dtype=dtype))
@@ -211,6 +222,7 @@ def test_cumulative(dtype):
         check(lambda t: torch.prod(t, 1), view, **loose)
         check(lambda t: torch.prod(t[:, :5], 0, keepdim=True), view, **loose)
         check(lambda t: torch.prod(t[:2, :9]), view, **loose)
+        check(lambda t: torch.logcumsumexp(t, 1), view, **loose)
     check(lambda t: torch.cumsum(t, 0, dtype=torch.float32), x, **loose)
     check(lambda t: torch.cumsum(t, 0), torch.zeros(0, 3, dtype=dtype))
 

@@ -59,6 +59,10 @@ void masked_scatter(KernelBuilder& kb, const TensorDesc& out, const TensorDesc& 
 // out[i, d] = the coordinate along dim d of flat index flat[i] in a tensor of 'sizes' (fp32, exact
 // below 2^24).
 void unravel_index(KernelBuilder& kb, const TensorDesc& out, const TensorDesc& flat, const std::vector<int64_t>& sizes);
+// out = sum_j indices[j] * multipliers[j] (the indices broadcast to out; out i32): the flat index of
+// several index tensors into consecutive dims, computed in fp32 (exact below 2^24).
+void linear_index(KernelBuilder& kb, const TensorDesc& out, const std::vector<TensorDesc>& indices,
+                  const std::vector<int64_t>& multipliers);
 // out = in.masked_fill(mask, value): mask (bool or any dtype, nonzero = fill) broadcasts to out.
 void masked_fill(KernelBuilder& kb, const TensorDesc& out, const TensorDesc& in, const TensorDesc& mask, float value);
 // out[..., c] = (index[...] == c): out is index's shape + [num_classes] (any dtype; i32 for

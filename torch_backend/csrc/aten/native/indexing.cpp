@@ -1,7 +1,7 @@
 // Indexing on neuron (ops/indexing.h): embedding and its backward, index_select, gather,
-// scatter / scatter_add / scatter_reduce("sum"), index_add, index_copy, and the advanced indexing
-// that reduces to them (x[idx], x[idx] = v, x[idx] += v, x[mask] = scalar), forward and the
-// backwards autograd builds from them.
+// scatter / scatter_add / scatter_reduce ("sum", "mean"), index_add, index_copy, forward and the
+// backwards autograd builds from them (advanced indexing, which reduces to them, is in
+// indexing_advanced.cpp).
 //
 // Indices: the kernels take contiguous i32 indices. Their values are checked on the host before
 // anything is launched (device memory is host-addressable); an index out of range runs the CPU
@@ -69,6 +69,26 @@ void launch_index_select(const at::Tensor& out, const at::Tensor& self, int64_t 
         l.in(idx);
         l.scalar(dim);
         l.run([&](KernelBuilder& kb, const Descs& d) { ops::index_select(kb, d[0], d[1], dim, d[2]); });
+    });
+}
+
+void launch_index_add(const at::Tensor& self, int64_t d, const at::Tensor& idx, const at::Tensor& source) {
+    Launch l("index_add");
+    l.out(self);
+    l.in(idx);
+    l.in(source);
+    l.scalar(d);
+    l.run([&](KernelBuilder& kb, const Descs& ds) { ops::index_add(kb, ds[0], d, ds[1], ds[2]); });
+}
+
+void launch_index_copy(const at::Tensor& self, int64_t d, const at::Tensor& idx, const at::Tensor& source) {
+    per_word(self, source, [&](const at::Tensor& s, const at::Tensor& v) {
+        Launch l("index_copy");
+        l.out(s);
+        l.in(idx);
+        l.in(v);
+        l.scalar(d);
+        l.run([&](KernelBuilder& kb, const Descs& ds) { ops::index_copy(kb, ds[0], d, ds[1], ds[2]); });
     });
 }
 
@@ -251,17 +271,34 @@ at::Tensor scatter_add_copy(const at::Tensor& self, int64_t dim, const at::Tenso
     return scatter_add_(out, dim, index, src);
 }
 
-// scatter_reduce "sum" (with self included) is scatter_add; the other reductions run on the CPU.
+// scatter_reduce "sum" and "mean" from scatter_add: the targets zeroed first unless self is
+// included, the mean dividing each target by its number of terms (self counting as one); "prod",
+// "amax" and "amin" run on the CPU.
 at::Tensor& scatter_reduce_(at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& src,
                             c10::string_view reduce, bool include_self) {
-    if (reduce == "sum" && include_self) return scatter_add_(self, dim, index, src);
-    return run_fallback<at::_ops::scatter_reduce__two>(self, dim, index, src, reduce, include_self);
+    const int64_t d = c10::maybe_wrap_dim(dim, std::max<int64_t>(self.dim(), 1));
+    std::optional<at::Tensor> idx;
+    if ((reduce == "sum" || reduce == "mean") && float_tensors({&self, &src}))
+        idx = scatter_indices(self, d, index, &src);
+    if (!idx) return run_fallback<at::_ops::scatter_reduce__two>(self, dim, index, src, reduce, include_self);
+    if (index.numel() == 0) return self;
+    const at::Tensor original = reduce == "mean" && !include_self ? self.clone() : at::Tensor();
+    if (!include_self) scatter_value_(self, dim, index, 0.0);
+    scatter_add_(self, dim, index, src);
+    if (reduce == "mean") {
+        at::Tensor count = include_self ? at::ones_like(self) : at::zeros_like(self);
+        scatter_add_(count, dim, index, at::ones_like(src));
+        self.copy_(at::where(count > 0, self / count, include_self ? self : original));
+    }
+    return self;
 }
 
 at::Tensor scatter_reduce(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& src,
                           c10::string_view reduce, bool include_self) {
-    if (reduce == "sum" && include_self) return scatter_add_copy(self, dim, index, src);
-    return run_fallback<at::_ops::scatter_reduce_two>(self, dim, index, src, reduce, include_self);
+    if (reduce != "sum" && reduce != "mean")
+        return run_fallback<at::_ops::scatter_reduce_two>(self, dim, index, src, reduce, include_self);
+    at::Tensor out = self.clone();
+    return scatter_reduce_(out, dim, index, src, reduce, include_self);
 }
 
 // ---- index_add / index_copy (rows along a dim)
@@ -275,26 +312,6 @@ std::optional<at::Tensor> row_indices(const at::Tensor& self, int64_t d, const a
     for (int64_t k = 0; k < self.dim(); ++k)
         if (source.size(k) != (k == d ? index.numel() : self.size(k))) return std::nullopt;
     return kernel_indices(index.reshape({-1}), self.size(d), wrap);
-}
-
-void launch_index_add(const at::Tensor& self, int64_t d, const at::Tensor& idx, const at::Tensor& source) {
-    Launch l("index_add");
-    l.out(self);
-    l.in(idx);
-    l.in(source);
-    l.scalar(d);
-    l.run([&](KernelBuilder& kb, const Descs& ds) { ops::index_add(kb, ds[0], d, ds[1], ds[2]); });
-}
-
-void launch_index_copy(const at::Tensor& self, int64_t d, const at::Tensor& idx, const at::Tensor& source) {
-    per_word(self, source, [&](const at::Tensor& s, const at::Tensor& v) {
-        Launch l("index_copy");
-        l.out(s);
-        l.in(idx);
-        l.in(v);
-        l.scalar(d);
-        l.run([&](KernelBuilder& kb, const Descs& ds) { ops::index_copy(kb, ds[0], d, ds[1], ds[2]); });
-    });
 }
 
 at::Tensor& index_add_(at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& source,
@@ -328,97 +345,6 @@ at::Tensor index_copy(const at::Tensor& self, int64_t dim, const at::Tensor& ind
     return index_copy_(out, dim, index, source);
 }
 
-// ---- advanced indexing: one integer index tensor (x[idx], x[:, idx], ...) or one boolean mask
-// with one value (x[mask] = v)
-
-// The position of the only defined index, or -1.
-int64_t single_index(const c10::List<std::optional<at::Tensor>>& indices) {
-    int64_t at = -1;
-    for (size_t i = 0; i < indices.size(); ++i) {
-        const std::optional<at::Tensor> t = indices.get(i);
-        if (!t || !t->defined()) continue;
-        if (at >= 0) return -1;
-        at = static_cast<int64_t>(i);
-    }
-    return at;
-}
-
-// self.shape[:d] + index.shape + self.shape[d+1:]
-at::DimVector indexed_shape(const at::Tensor& self, int64_t d, const at::Tensor& index) {
-    at::DimVector shape(self.sizes().begin(), self.sizes().begin() + d);
-    shape.append(index.sizes().begin(), index.sizes().end());
-    shape.append(self.sizes().begin() + d + 1, self.sizes().end());
-    return shape;
-}
-
-// x[mask] with a boolean mask over the leading dims: the rows of x viewed [mask elements, rest...]
-// at the mask's nonzero flat indices.
-std::optional<at::Tensor> index_by_mask(const at::Tensor& self, const at::Tensor& mask) {
-    if (mask.dim() > self.dim() || mask.dim() == 0 || !movable({&self})) return std::nullopt;
-    for (int64_t k = 0; k < mask.dim(); ++k)
-        if (mask.size(k) != self.size(k)) return std::nullopt;
-    const std::optional<at::Tensor> flat = mask_flat_indices(mask);
-    if (!flat) return std::nullopt;
-    at::DimVector rows{mask.numel()};
-    rows.append(self.sizes().begin() + mask.dim(), self.sizes().end());
-    const at::Tensor table = self.reshape(rows);
-    rows[0] = flat->numel();
-    at::Tensor out = at::empty(rows, self.options());
-    launch_index_select(out, table, 0, *flat);
-    return out;
-}
-
-at::Tensor index_tensor(const at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices) {
-    const int64_t d = single_index(indices);
-    std::optional<at::Tensor> idx;
-    at::Tensor index;
-    if (d >= 0 && d < self.dim() && movable({&self})) {
-        index = *indices.get(d);
-        if (is_index(index)) idx = kernel_indices(index.reshape({-1}), self.size(d), true);
-        else if (d == 0 && index.is_privateuseone() && index.scalar_type() == c10::kBool)
-            if (std::optional<at::Tensor> out = index_by_mask(self, index)) return *out;
-    }
-    if (!idx) return run_fallback<at::_ops::index_Tensor>(self, indices);
-    at::DimVector rows(self.sizes().begin(), self.sizes().end());
-    rows[d] = index.numel();
-    at::Tensor out = at::empty(rows, self.options());
-    launch_index_select(out, self, d, *idx);
-    return out.view(indexed_shape(self, d, index));
-}
-
-at::Tensor& index_put_impl_(at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices,
-                            const at::Tensor& values, bool accumulate, bool unsafe) {
-    auto fallback = [&]() -> at::Tensor& {
-        return run_fallback<at::_ops::_index_put_impl_>(self, indices, values, accumulate, unsafe);
-    };
-    const int64_t d = single_index(indices);
-    if (d < 0 || d >= self.dim() || values.scalar_type() != self.scalar_type()) return fallback();
-    const at::Tensor index = *indices.get(d);
-    if (!index.is_privateuseone()) return fallback();
-    if (index.scalar_type() == c10::kBool) {
-        // x[mask] = v with one value: a masked fill (as the CPU operator does it), the mask covering
-        // self's leading dims from the first.
-        if (accumulate || d != 0 || values.numel() != 1 || index.dim() > self.dim()) return fallback();
-        for (int64_t k = 0; k < index.dim(); ++k)
-            if (index.size(k) != self.size(k)) return fallback();
-        at::Tensor mask = index;
-        while (mask.dim() < self.dim()) mask = mask.unsqueeze(-1);
-        return self.masked_fill_(mask, values.reshape({}).item());
-    }
-    if (!is_index(index) || !(accumulate ? float_tensors({&self, &values}) : movable({&self, &values})))
-        return fallback();
-    std::optional<at::Tensor> idx = kernel_indices(index.reshape({-1}), self.size(d), true);
-    if (!idx) return fallback();
-    const at::DimVector shape = indexed_shape(self, d, index);
-    if (!at::is_expandable_to(values.sizes(), shape)) return fallback();
-    at::DimVector rows(self.sizes().begin(), self.sizes().end());
-    rows[d] = index.numel();
-    const at::Tensor source = values.expand(shape).reshape(rows);
-    if (accumulate) launch_index_add(self, d, *idx, source);
-    else launch_index_copy(self, d, *idx, source);
-    return self;
-}
-
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -438,8 +364,6 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     m.impl("index_add_", index_add_);
     m.impl("index_copy", index_copy);
     m.impl("index_copy_", index_copy_);
-    m.impl("index.Tensor", index_tensor);
-    m.impl("_index_put_impl_", index_put_impl_);
 }
 
 }  // namespace trnsim::neuron

@@ -1,4 +1,4 @@
-// What the indexing operator files share (indexing.cpp, indexing_masked.cpp).
+// What the indexing operator files share (indexing.cpp, indexing_advanced.cpp, indexing_masked.cpp).
 #pragma once
 #include <ATen/core/Tensor.h>
 
@@ -31,6 +31,11 @@ void per_word(const at::Tensor& a, const at::Tensor& b, Fn&& fn) {
 
 // out = self.index_select(dim, idx) with idx i32, contiguous and in range (any dtype, int64 by words).
 void launch_index_select(const at::Tensor& out, const at::Tensor& self, int64_t dim, const at::Tensor& idx);
+
+// self.index_add_(d, idx, source) / self.index_copy_(d, idx, source) with idx i32, contiguous and in
+// range (index_add: float dtypes; index_copy: any, int64 by words).
+void launch_index_add(const at::Tensor& self, int64_t d, const at::Tensor& idx, const at::Tensor& source);
+void launch_index_copy(const at::Tensor& self, int64_t d, const at::Tensor& idx, const at::Tensor& source);
 
 // The flat (row-major) indices of the nonzero elements of a neuron mask, as a contiguous i32 tensor;
 // nullopt where the kernels do not take the mask (timing-only mode: the count needs values).

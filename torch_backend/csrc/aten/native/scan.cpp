@@ -8,7 +8,6 @@
 
 #include <cmath>
 
-#include "aten/native/integer.h"
 #include "aten/native/launch.h"
 #include "aten/native/util.h"
 #include "runtime/devices.h"
@@ -75,7 +74,6 @@ bool launch_scan(ops::Scan op, const at::Tensor& out, const at::Tensor& self, in
 
 template <ops::Scan Op, class FallbackOp>
 at::Tensor cumulative(const at::Tensor& self, int64_t dim, std::optional<c10::ScalarType> dtype) {
-    if (at::Tensor r; integer::scan(Op == ops::Scan::sum ? IntOp::add : IntOp::mul, self, dim, dtype, r)) return r;
     const std::optional<c10::ScalarType> dt = scan_dtype(Op, self, dtype);
     if (dt) {
         at::Tensor out = at::empty(self.sizes(), self.options().dtype(*dt));
@@ -86,7 +84,6 @@ at::Tensor cumulative(const at::Tensor& self, int64_t dim, std::optional<c10::Sc
 
 template <ops::Scan Op, class FallbackOp>
 at::Tensor& cumulative_(at::Tensor& self, int64_t dim, std::optional<c10::ScalarType> dtype) {
-    if (integer::scan_(Op == ops::Scan::sum ? IntOp::add : IntOp::mul, self, dim, dtype)) return self;
     const std::optional<c10::ScalarType> dt = scan_dtype(Op, self, dtype);
     if (dt == self.scalar_type() && launch_scan(Op, self, self, dim)) return self;
     return run_fallback<FallbackOp>(self, dim, dtype);
@@ -110,14 +107,12 @@ at::Tensor launch_prod(const at::Tensor& self, std::vector<int64_t> dims, bool k
 }
 
 at::Tensor prod_all(const at::Tensor& self, std::optional<c10::ScalarType> dtype) {
-    if (at::Tensor r; integer::prod(self, std::nullopt, false, dtype, r)) return r;
     const c10::ScalarType dt = dtype.value_or(self.scalar_type());
     if (!float_tensors({&self}) || !is_kernel_float(dt)) return run_fallback<at::_ops::prod>(self, dtype);
     return launch_prod(self, {}, false, dt);
 }
 
 at::Tensor prod_dim(const at::Tensor& self, int64_t dim, bool keepdim, std::optional<c10::ScalarType> dtype) {
-    if (at::Tensor r; integer::prod(self, dim, keepdim, dtype, r)) return r;
     const c10::ScalarType dt = dtype.value_or(self.scalar_type());
     if (!float_tensors({&self}) || !is_kernel_float(dt))
         return run_fallback<at::_ops::prod_dim_int>(self, dim, keepdim, dtype);
@@ -125,9 +120,24 @@ at::Tensor prod_dim(const at::Tensor& self, int64_t dim, bool keepdim, std::opti
     return launch_prod(self, {c10::maybe_wrap_dim(dim, self.dim())}, keepdim, dt);
 }
 
+// log(cumsum(exp(x))) along dim, shifted for range by the row's maximum M (0 where M is infinite):
+// M + log(cumsum(exp(x - M))).
+at::Tensor logcumsumexp(const at::Tensor& self, int64_t dim) {
+    if (!float_tensors({&self}) || self.numel() == 0 || self.dim() == 0)
+        return run_fallback<at::_ops::_logcumsumexp>(self, dim);
+    dim = c10::maybe_wrap_dim(dim, self.dim());
+    const at::Tensor m = at::amax(self, {dim}, true).to(c10::kFloat);
+    const at::Tensor shift = at::where(m.abs() == INFINITY, at::zeros_like(m), m);
+    const at::Tensor terms = at::exp(self.to(c10::kFloat) - shift);
+    at::Tensor sums = at::empty(self.sizes(), terms.options());
+    if (!launch_scan(ops::Scan::sum, sums, terms, dim)) return run_fallback<at::_ops::_logcumsumexp>(self, dim);
+    return (at::log(sums) + shift).to(self.scalar_type());
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+    m.impl("_logcumsumexp", logcumsumexp);
     m.impl("cumsum", cumulative<ops::Scan::sum, at::_ops::cumsum>);
     m.impl("cumsum_", cumulative_<ops::Scan::sum, at::_ops::cumsum_>);
     m.impl("cumprod", cumulative<ops::Scan::prod, at::_ops::cumprod>);
