@@ -142,15 +142,7 @@ void int_scan(KernelBuilder& kb, IntOp op, const TensorDesc& out, const TensorDe
             dma_tile(kb, queues, xv, hbm_ap(t.chunks[c], 1, in), false);
             const Tile& ot = o_ring.next();
             const AccessPattern ov = tile_view(ot, t.P, t.R[c]);
-            Instruction ins;
-            ins.op = Opcode::int_scan;
-            ins.engine = Engine::GpSimd;
-            ins.iop = op;
-            ins.dst = ov;
-            ins.src0 = xv;
-            ins.imm_int = init;
-            if (c > 0) ins.src1 = carry, ins.flags |= F_S1_AP;
-            kb.emit(ins);
+            emit_int_scan(kb, op, ov, xv, init, c > 0 ? &carry : nullptr);
             carry = tile_view(ot, t.P, {1}, {1}, t.R[c] - 1);
             dma_tile(kb, queues, hbm_ap(t.chunks[c], 0, out), ov, true);
         }

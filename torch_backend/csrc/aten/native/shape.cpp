@@ -1,7 +1,7 @@
 // Shape-dependent data movement on neuron (ops/pointwise.h, src/ops/pointwise_shape.cpp): tril and
 // triu (affine_select on the tiles the diagonal crosses), flip (backward-running DMAs) and roll
 // (the copy kernel on the two halves of each rolled dim). Float, bool and uint8 tensors run
-// natively; integer ones wider than the engines' exact fp32 range go to the counted CPU fallback.
+// natively; other integer ones on the exact integer kernels (integer.h).
 #include <ATen/ATen.h>
 #include <ATen/WrapDimUtils.h>
 #include <bitset>
@@ -31,7 +31,10 @@ void launch_tril(const at::Tensor& out, const at::Tensor& self, int64_t k, bool 
 
 template <bool Upper, class FallbackOp>
 at::Tensor tril_fn(const at::Tensor& self, int64_t k) {
-    if (at::Tensor r = at::empty(self.sizes(), self.options()); !mask_dtype_ok(self) && integer::tril(r, self, k, Upper)) return r;
+    if (!mask_dtype_ok(self) && integer::int_tensor(self) && self.dim() >= 2) {   // exact integer kernels
+        at::Tensor r = at::empty(self.sizes(), self.options());
+        if (integer::tril(r, self, k, Upper)) return r;
+    }
     if (!mask_dtype_ok(self) || self.dim() < 2) return run_fallback<FallbackOp>(self, k);
     at::Tensor out = at::empty(self.sizes(), self.options());
     launch_tril(out, self, k, Upper);
