@@ -224,3 +224,33 @@ def test_model_glue_around_integers():
         return out
     check(where_out, torch.tensor([True, False, True]), torch.randn(3), torch.randn(3))
     check(lambda x: x.unfold(1, 3, 2) * 2, torch.randn(2, 9))
+
+
+def test_timing_only_mode_builds_a_bert_and_runs_integer_ops():
+    """arange.start_out and the integer kernels need no values: timing-only mode builds a
+    BertForPreTraining under torch.device("neuron") and runs position-id arithmetic, no fallback."""
+    import json
+    import os
+    import subprocess
+    import sys
+    import textwrap
+    pytest.importorskip("transformers")
+    source = textwrap.dedent("""
+        import json, torch, trnsim.neuron
+        from transformers import BertConfig, BertForPreTraining
+        torch.neuron.reset_fallback_ops()
+        with torch.device("neuron"):
+            model = BertForPreTraining(BertConfig(vocab_size=100, hidden_size=32, num_hidden_layers=1,
+                                                  num_attention_heads=2, intermediate_size=64))
+        pos = torch.arange(16, device="neuron").expand(2, -1)
+        mask = (pos.cumsum(1) % 3 == 0) | (pos >= 2**40)
+        ids = pos.masked_fill(mask, -100).clamp(min=0)
+        print(json.dumps({"params": sum(p.numel() for p in model.parameters()), "shape": list(ids.shape),
+                          "dtype": str(ids.dtype), "fallbacks": torch.neuron.fallback_ops()}))
+    """)
+    env = dict(os.environ, TRNSIM_MODE="timing", HF_HUB_OFFLINE="1")
+    proc = subprocess.run([sys.executable, "-c", source], env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    r = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert r["params"] > 0 and r["shape"] == [2, 16] and r["dtype"] == "torch.int64"
+    assert r["fallbacks"] == {}
