@@ -46,8 +46,16 @@ public:
         py::gil_scoped_acquire gil;
         owner_ = py::object();
     }
-    // A Python Work (trnsim's collectives) reports completion through its future.
-    bool isCompleted() override { return work_->isCompleted() || work_->getFuture()->completed(); }
+    // A Python Work (trnsim's collectives) reports completion through its future; gloo's
+    // send and recv works have no future.
+    bool isCompleted() override {
+        if (work_->isCompleted()) return true;
+        try {
+            return work_->getFuture()->completed();
+        } catch (const c10::Error&) {
+            return false;
+        }
+    }
     bool isSuccess() const override { return work_->isSuccess(); }
     std::exception_ptr exception() const override { return work_->exception(); }
     int sourceRank() const override { return work_->sourceRank(); }
@@ -218,10 +226,13 @@ void init_distributed_bindings(py::module_& m) {
              }),
              py::arg("rank"), py::arg("size"), py::arg("impl"), py::arg("timeout_ms"));
 
-    // A CPU tensor over the same memory as a neuron tensor (its strides and offset included).
+    // A CPU tensor over the same memory as a neuron tensor (its strides and offset included). It
+    // holds the neuron storage: a send still in flight keeps its memory from being reused.
     d.def("cpu_alias", [](const at::Tensor& t) {
         TORCH_CHECK(t.device().type() == c10::DeviceType::PrivateUse1, "cpu_alias: not a neuron tensor");
-        return at::from_blob(t.data_ptr(), t.sizes(), t.strides(), t.options().device(at::kCPU));
+        c10::Storage held = t.storage();
+        return at::from_blob(t.data_ptr(), t.sizes(), t.strides(), [held](void*) mutable { held = {}; },
+                             t.options().device(at::kCPU));
     });
     // (device time, current stream's time) of device 'index', in ps.
     d.def("clock", [](int index) {

@@ -40,7 +40,7 @@ def same(name, got, want, exact=True):
 
 def passed(name):
     if rank == 0:
-        print("PASS", name, flush=True)
+        print(f"PASS {name}\n", end="", flush=True)
 
 
 def on_both(fn, *cpu_inputs):
@@ -201,6 +201,7 @@ else:
 same("send/recv", got, want)
 got = torch.empty(4, 4, device=DEV)
 reqs = dist.batch_isend_irecv([dist.P2POp(dist.isend, t, peer), dist.P2POp(dist.irecv, got, peer)])
+assert all(r.is_completed() in (True, False) for r in reqs)      # asking does not raise
 for r in reqs:
     r.wait()
 same("batch_isend_irecv", got, want)
@@ -211,6 +212,7 @@ passed("barrier")
 t = values((3,), seed=40).to(DEV)
 work = dist.all_reduce(t, async_op=True)
 work.wait()
+assert work.is_completed()
 fut_value = work.get_future().wait()
 assert isinstance(fut_value, list) and fut_value[0] is not None and fut_value[0].device.type == "neuron"
 c, _ = on_both(lambda u: dist.all_reduce(u), values((3,), seed=40))
@@ -276,4 +278,4 @@ assert e0 == e1 and e0 - s0 == round(td.collective_cost(td.default_topology(), "
 assert d0 >= e0 and d1 >= e1, records
 passed("clocks meet at the last arrival")
 dist.destroy_process_group()
-print("DONE", flush=True)
+print("DONE\n", end="", flush=True)

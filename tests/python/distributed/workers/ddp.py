@@ -18,5 +18,5 @@ check_single_device_losses(local, sgd, DEV)
 log = [r for r in td.collective_log() if r.op == "all_reduce"]
 assert len(log) > STEPS, len(log)   # the buckets' all_reduces, timed
 assert td.exposed_comm_ps() >= 0
-print("DONE", flush=True)
+print("DONE\n", end="", flush=True)
 dist.destroy_process_group()

@@ -27,7 +27,7 @@ def expect(fn, what):
     try:
         fn()
     except (CollectiveError, RuntimeError) as e:
-        print("RAISED", what, "|", str(e).replace("\n", " "), flush=True)
+        print(f"RAISED {what} | " + str(e).replace("\n", " ") + "\n", end="", flush=True)
         return
     raise AssertionError(f"{what}: no error")
 
@@ -43,7 +43,7 @@ if case == "mismatch":
     t = torch.ones(4, device=DEV)
     dist.all_reduce(t)
     assert t.cpu().tolist() == [2.0] * 4
-    print("STILL WORKS", flush=True)
+    print("STILL WORKS\n", end="", flush=True)
     dist.destroy_process_group()
 elif case in ("exit", "hang"):
     for step in range(1000):

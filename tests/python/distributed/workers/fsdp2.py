@@ -37,13 +37,13 @@ for i, mode in enumerate(sys.argv[1].split(",")):
     net = sharded(OPTIONS[mode])
     check_single_device_losses(train(net, sgd, DEV, shard_of=(rank, world)), sgd, DEV,
                                rtol=1e-2 if mode == "bf16" else 1e-5)
-    print("PASS fsdp2", mode, flush=True)
+    print(f"PASS fsdp2 {mode}\n", end="", flush=True)
     if i == 0 and len(sys.argv) > 2:
         dcp.save(net.state_dict(), checkpoint_id=sys.argv[2])
         state = sharded(OPTIONS[mode]).state_dict()
         dcp.load(state, checkpoint_id=sys.argv[2])
         for (name, saved), loaded in zip(net.state_dict().items(), state.values(), strict=True):
             assert torch.equal(saved.full_tensor().cpu(), loaded.full_tensor().cpu()), name
-        print("PASS checkpoint", flush=True)
-print("DONE", flush=True)
+        print("PASS checkpoint\n", end="", flush=True)
+print("DONE\n", end="", flush=True)
 dist.destroy_process_group()

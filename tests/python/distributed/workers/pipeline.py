@@ -43,6 +43,6 @@ for name, schedule in (("GPipe", ScheduleGPipe), ("1F1B", Schedule1F1B)):
         torch.testing.assert_close(got, want_loss.detach(), rtol=1e-5, atol=0)
     for p, want in zip(stage_module.parameters(), want_grads, strict=True):
         torch.testing.assert_close(p.grad.cpu(), want, rtol=1e-4, atol=1e-6)
-    print("PASS", name, flush=True)
-print("DONE", flush=True)
+    print(f"PASS {name}\n", end="", flush=True)
+print("DONE\n", end="", flush=True)
 dist.destroy_process_group()

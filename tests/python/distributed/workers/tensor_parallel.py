@@ -23,7 +23,7 @@ torch.testing.assert_close(d.full_tensor().cpu(), full)
 r = d.redistribute(mesh, [Shard(1)])
 torch.testing.assert_close(r.to_local().cpu(), full.chunk(world, dim=1)[rank])
 torch.testing.assert_close(r.redistribute(mesh, [Replicate()]).to_local().cpu(), full)
-print("PASS dtensor", flush=True)
+print("PASS dtensor\n", end="", flush=True)
 
 
 class MLP(torch.nn.Module):
@@ -54,7 +54,7 @@ def train(net):
 tp = parallelize_module(MLP().to(DEV), mesh, {"up": ColwiseParallel(), "down": RowwiseParallel()})
 got = train(tp)
 want = train(MLP().to(DEV))
-print("LOSSES", got.tolist(), want.tolist(), flush=True)
+print(f"LOSSES {got.tolist()} {want.tolist()}\n", end="", flush=True)
 torch.testing.assert_close(got, want, rtol=1e-5, atol=0)
-print("DONE", flush=True)
+print("DONE\n", end="", flush=True)
 dist.destroy_process_group()

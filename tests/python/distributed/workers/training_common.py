@@ -53,5 +53,5 @@ def check_single_device_losses(local, make_optimizer, device, rtol=1e-5):
     dist.all_reduce(mean, op=dist.ReduceOp.AVG)
     if dist.get_rank() == 0:
         reference = train(mlp().to(device), make_optimizer, device)
-        print("LOSSES", mean.cpu().tolist(), reference.cpu().tolist(), flush=True)
+        print(f"LOSSES {mean.cpu().tolist()} {reference.cpu().tolist()}\n", end="", flush=True)
         torch.testing.assert_close(mean.cpu(), reference.cpu(), rtol=rtol, atol=0)
