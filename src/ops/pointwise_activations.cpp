@@ -1,5 +1,6 @@
-// Activations with arguments (leaky_relu, elu, softplus, hardtanh) and those the ScalarE table
-// has no single function for (mish, hardswish, hardsigmoid, log_sigmoid), with their backwards.
+// Activations with arguments (leaky_relu, elu, softplus, hardtanh, threshold, hard/softshrink) and
+// those the ScalarE table has no single function for (mish, hardswish, hardsigmoid, log_sigmoid),
+// with their backwards.
 // Each is a short composition of table functions (softplus, tanh, sigmoid, exp) and ALU ops, the
 // branches of PyTorch's piecewise definitions taken with selects; intermediates stay fp32.
 #include <string>
@@ -69,6 +70,19 @@ void forward(KernelBuilder& kb, Activation op, const AccessPattern& y, const Acc
             kb.activation(t[0], x, ActFunc::softplus, -1.0f);
             kb.tensor_scalar(y, t[0], AluOp::mul, -1.0f);
             return;
+        case Activation::threshold:   // x <= threshold ? value : x   (NaN stays)
+            kb.tensor_scalar(t[0], x, AluOp::le, p.a, AluOp::eq, 0.0f);
+            select_imm(kb, y, t[0], x, p.b);
+            return;
+        case Activation::hardshrink:   // |x| <= lambda ? 0 : x   (NaN stays)
+            kb.tensor_scalar(t[0], x, AluOp::abs_max, 0.0f, AluOp::le, p.a, Engine::Scalar);
+            kb.tensor_scalar(t[0], t[0], AluOp::eq, 0.0f);
+            select_imm(kb, y, t[0], x, 0.0f);
+            return;
+        case Activation::softshrink:   // x - clamp(x, -lambda, lambda)
+            kb.tensor_scalar(t[0], x, AluOp::max, -p.a, AluOp::min, p.a, Engine::Scalar);
+            kb.tensor_tensor(y, x, t[0], AluOp::sub);
+            return;
     }
     throw OpError("activation_fn: unknown op " + std::to_string(static_cast<int>(op)));
 }
@@ -137,6 +151,13 @@ void backward(KernelBuilder& kb, Activation op, const AccessPattern& y, const Ac
             kb.activation(t[0], x, ActFunc::sigmoid, -1.0f);
             kb.tensor_tensor(y, g, t[0], AluOp::mul);
             return;
+        case Activation::hardshrink:
+        case Activation::softshrink:   // |x| <= lambda ? 0 : g   (NaN passes g)
+            kb.tensor_scalar(t[0], x, AluOp::abs_max, 0.0f, AluOp::le, p.a, Engine::Scalar);
+            kb.tensor_scalar(t[0], t[0], AluOp::eq, 0.0f);
+            select_imm(kb, y, t[0], g, 0.0f);
+            return;
+        case Activation::threshold: break;   // aten::threshold_backward: activation_backward
     }
     throw OpError("activation_fn_backward: unknown op " + std::to_string(static_cast<int>(op)));
 }

@@ -115,6 +115,42 @@ void log1p(KernelBuilder& kb, const TensorDesc& out, const TensorDesc& in) {
     });
 }
 
+void math_fn(KernelBuilder& kb, MathFn op, const TensorDesc& out, const TensorDesc& in) {
+    if (!is_float(out.dtype) || !is_float(in.dtype)) fail("math_fn", "float tensors only, got " + in.str());
+    constexpr float kLn2 = 0.693147180559945309f;
+    run_elementwise(kb, "math_fn", out, {&in}, 2, [&](auto& x, auto& y, auto& t) {
+        switch (op) {
+            case MathFn::frac:
+                emit_trunc(kb, t[1], x[0], t);
+                kb.tensor_tensor(y, x[0], t[1], AluOp::sub);
+                return;
+            case MathFn::log2:
+            case MathFn::log10:
+                kb.activation(t[0], x[0], ActFunc::log);
+                kb.tensor_scalar(y, t[0], AluOp::div, op == MathFn::log2 ? kLn2 : 2.30258509299404568f);
+                return;
+            case MathFn::exp2: kb.activation(y, x[0], ActFunc::exp, kLn2); return;
+        }
+        throw OpError("math_fn: unknown op " + std::to_string(static_cast<int>(op)));
+    });
+}
+
+void logit_backward(KernelBuilder& kb, const TensorDesc& grad_in, const TensorDesc& grad_out, const TensorDesc& x,
+                    std::optional<float> eps) {
+    const float lo = eps ? *eps : 0.0f, hi = eps ? 1.0f - *eps : 1.0f;
+    const float outside = eps ? 0.0f : std::numeric_limits<float>::quiet_NaN();
+    run_elementwise(kb, "logit_backward", grad_in, {&grad_out, &x}, 3, [&](auto& in, auto& y, auto& t) {
+        kb.tensor_scalar(t[0], in[1], AluOp::mul, -1.0f, AluOp::add, 1.0f, Engine::Scalar);
+        kb.tensor_tensor(t[0], in[1], t[0], AluOp::mul);
+        kb.tensor_tensor(t[0], in[0], t[0], AluOp::div);                   // g / (x (1 - x))
+        kb.tensor_scalar(t[1], in[1], AluOp::lt, lo, AluOp::bypass, 0.0f, Engine::Scalar);
+        kb.tensor_scalar(t[2], in[1], AluOp::gt, hi);
+        kb.tensor_tensor(t[1], t[1], t[2], AluOp::max);                    // outside (NaN x is not)
+        kb.tensor_scalar(t[1], t[1], AluOp::eq, 0.0f);
+        select_imm(kb, y, t[1], t[0], outside);
+    });
+}
+
 void sgn(KernelBuilder& kb, const TensorDesc& out, const TensorDesc& in) {
     run_elementwise(kb, "sgn", out, {&in}, 2, [&](auto& x, auto& y, auto& t) {
         kb.tensor_scalar(t[0], x[0], AluOp::gt, 0.0f, AluOp::bypass, 0.0f, Engine::Scalar);

@@ -89,6 +89,37 @@ TEST_F(OpsPointwiseMath, Log1pAndExpm1AccurateNearZero) {
     }
 }
 
+TEST_F(OpsPointwiseMath, FracLogExpAndShrinksMatchTheirDefinitions) {
+    std::vector<float> x = put_random(view(2, DType::f32, {64}), -6.0f, 6.0f);
+    x.push_back(NAN);
+    x.push_back(-0.5f);
+    const int64_t n = static_cast<int64_t>(x.size());
+    const TensorDesc in = view(2, DType::f32, {n}), out = view(1, DType::f32, {n});
+    put(in, x);
+    auto run_fn = [&](const std::function<void(KernelBuilder&)>& emit, const std::function<double(double)>& ref,
+                      const char* what) {
+        KernelBuilder kb = builder(what);
+        emit(kb);
+        run(kb);
+        std::vector<double> want;
+        for (float v : x) want.push_back(float(ref(v)));
+        expect_close(get(out), want, DType::f32, what, 1e-6, 2e-6);
+    };
+    run_fn([&](KernelBuilder& kb) { ops::math_fn(kb, ops::MathFn::frac, out, in); },
+           [](double v) { return v - std::trunc(v); }, "frac");
+    run_fn([&](KernelBuilder& kb) { ops::math_fn(kb, ops::MathFn::exp2, out, in); },
+           [](double v) { return std::exp2(v); }, "exp2");
+    run_fn([&](KernelBuilder& kb) { ops::math_fn(kb, ops::MathFn::log2, out, in); },
+           [](double v) { return std::log2(v); }, "log2");
+    const ops::ActivationArgs shrink{0.7f, 0.0f, 0.0f};
+    run_fn([&](KernelBuilder& kb) { ops::activation_fn(kb, ops::Activation::hardshrink, out, in, shrink); },
+           [](double v) { return std::abs(v) <= double(0.7f) ? 0.0 : v; }, "hardshrink");
+    run_fn([&](KernelBuilder& kb) { ops::activation_fn(kb, ops::Activation::softshrink, out, in, shrink); },
+           [](double v) { return v > 0.7f ? v - 0.7f : (v < -0.7f ? v + 0.7f : v * 0.0); }, "softshrink");
+    run_fn([&](KernelBuilder& kb) { ops::activation_fn(kb, ops::Activation::threshold, out, in, {0.3f, -2.0f, 0.0f}); },
+           [](double v) { return v <= double(0.3f) ? -2.0 : v; }, "threshold");
+}
+
 TEST_F(OpsPointwiseMath, TrilTriuMaskOnlyTilesTheDiagonalCrosses) {
     // A strided batch of [300, 200] bf16 matrices (row stride 256).
     const TensorDesc in = view(2, DType::bf16, {2, 300, 200}, {300 * 256, 256, 1});

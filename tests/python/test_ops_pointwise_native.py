@@ -103,8 +103,12 @@ MATH = {
     "expm1": torch.expm1,
     "expm1_large": lambda x: torch.expm1(x * 30.0),
     "sgn": lambda x: torch.sgn(torch.where(x > 1.0, 0.0, x)),
-    "logit": lambda x: torch.logit(torch.sigmoid(x)),
+    "logit": lambda x: torch.logit(torch.sigmoid(x) * 0.9 + 0.05),
     "logit_eps": lambda x: torch.logit(torch.sigmoid(x * 3), eps=0.05),
+    "frac": lambda x: torch.frac(x * 3.0),
+    "log2": lambda x: torch.log2(x.abs() + 0.1),
+    "log10": lambda x: torch.log10(x.abs() + 0.1),
+    "exp2": lambda x: torch.exp2(x * 3.0),
     "expm1_tiny": lambda x: torch.expm1(x * 1e-6),
     "lerp_scalar": lambda x, y: torch.lerp(x, y, 0.3),
     "lerp_scalar_large": lambda x, y: torch.lerp(x, y, 0.8),
@@ -123,8 +127,8 @@ def test_math(name, dtype):
     fn = MATH[name]
     nargs = 1 if fn is torch.expm1 else fn.__code__.co_argcount
     for x in views(rand(6, 13, dtype=dtype)):
-        # (logit's backward and sgn's zero gradient are not this file's ops)
-        check(fn, *[x, rand(6, 13, dtype=dtype, seed=1)][:nargs], grad=not name.startswith(("logit", "sgn")))
+        # (sgn's zero gradient is not this file's op)
+        check(fn, *[x, rand(6, 13, dtype=dtype, seed=1)][:nargs], grad=name != "sgn")
 
 
 def test_special_values_of_log1p_expm1_and_inplace_forms():
@@ -155,6 +159,9 @@ ACTIVATIONS = {
     "logsigmoid": F.logsigmoid,
     "silu": F.silu,
     "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"),
+    "threshold": lambda x: F.threshold(x, 0.3, -2.0),
+    "hardshrink": lambda x: F.hardshrink(x, 0.7),
+    "softshrink": lambda x: F.softshrink(x, 0.6),
 }
 
 

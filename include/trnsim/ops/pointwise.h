@@ -69,6 +69,12 @@ void round_values(KernelBuilder& kb, Rounding mode, const TensorDesc& out, const
 // log(1 + x) and exp(x) - 1 accurate near 0 (Goldberg's and Kahan's compositions of log and exp).
 void log1p(KernelBuilder& kb, const TensorDesc& out, const TensorDesc& in);
 void expm1(KernelBuilder& kb, const TensorDesc& out, const TensorDesc& in);
+// frac = x - trunc(x) (exact); log2 / log10 = log(x) / log(base); exp2 = exp(x log 2).
+enum class MathFn : uint8_t { frac, log2, log10, exp2 };
+void math_fn(KernelBuilder& kb, MathFn op, const TensorDesc& out, const TensorDesc& in);
+// logit's gradient g / (x (1 - x)); outside [eps, 1 - eps] 0, or without eps NaN outside [0, 1].
+void logit_backward(KernelBuilder& kb, const TensorDesc& grad_in, const TensorDesc& grad_out, const TensorDesc& x,
+                    std::optional<float> eps);
 // The sign of reals as PyTorch's sgn / sign: (x > 0) - (x < 0), so +0 for zeros and NaN.
 void sgn(KernelBuilder& kb, const TensorDesc& out, const TensorDesc& in);
 // log(z / (1 - z)), z = in clamped to [eps, 1 - eps] when eps is given.
@@ -90,8 +96,12 @@ void clamp_tensor(KernelBuilder& kb, const TensorDesc& out, const TensorDesc& in
 //   elu          a = alpha, b = scale, c = input_scale (selu and celu are elus)
 //   softplus     a = beta, b = threshold
 //   hardtanh     a = min, b = max (forward: clamp)
+//   threshold    a = threshold, b = value (x <= threshold ? value : x; its backward is ActivationGrad's)
+//   hardshrink, softshrink   a = lambda
 //   mish, hardswish, hardsigmoid, log_sigmoid: none
-enum class Activation : uint8_t { leaky_relu, elu, softplus, hardtanh, mish, hardswish, hardsigmoid, log_sigmoid };
+enum class Activation : uint8_t {
+    leaky_relu, elu, softplus, hardtanh, mish, hardswish, hardsigmoid, log_sigmoid, threshold, hardshrink, softshrink,
+};
 struct ActivationArgs {
     float a = 0.0f, b = 0.0f, c = 0.0f;
 };

@@ -1,9 +1,9 @@
 // Activations with arguments on neuron (ops/pointwise.h, src/ops/pointwise_activations.cpp):
-// leaky_relu, elu (selu and celu reach it), hardtanh (relu6), softplus, mish, hardswish,
-// hardsigmoid and log_sigmoid, their in-place and out= overloads and their backwards. Float
-// tensors of the kernels' dtypes run natively; the rest, and the argument combinations PyTorch
-// rejects (in-place backwards with a negative slope), go to the counted CPU fallback, which
-// raises PyTorch's own error.
+// leaky_relu, elu (selu and celu reach it), hardtanh (relu6), softplus, threshold, hardshrink,
+// softshrink, mish, hardswish, hardsigmoid and log_sigmoid, their in-place and out= overloads and
+// their backwards. Float tensors of the kernels' dtypes run natively; the rest, and the argument
+// combinations PyTorch rejects (in-place backwards with a negative slope, a negative softshrink
+// lambda), go to the counted CPU fallback, which raises PyTorch's own error.
 #include <ATen/ATen.h>
 #include <ATen/native/Resize.h>
 #include <torch/library.h>
@@ -207,6 +207,42 @@ at::Tensor& softplus_backward_out(const at::Tensor& g, const at::Tensor& self, c
     return act_backward_out(Activation::softplus, g, self, args(beta.toDouble(), threshold.toDouble()), grad_in);
 }
 
+at::Tensor threshold(const at::Tensor& self, const S& th, const S& v) {
+    if (!float_tensors({&self})) return run_fallback<at::_ops::threshold>(self, th, v);
+    return act(Activation::threshold, self, args(th.toDouble(), v.toDouble()));
+}
+at::Tensor& threshold_(at::Tensor& self, const S& th, const S& v) {
+    if (!float_tensors({&self})) return run_fallback<at::_ops::threshold_>(self, th, v);
+    launch_act(Activation::threshold, self, self, args(th.toDouble(), v.toDouble()));
+    return self;
+}
+at::Tensor& threshold_out(const at::Tensor& self, const S& th, const S& v, at::Tensor& out) {
+    if (!out_ok(self, out)) return run_fallback<at::_ops::threshold_out>(self, th, v, out);
+    return act_out(Activation::threshold, self, args(th.toDouble(), v.toDouble()), out);
+}
+
+// hardshrink / softshrink (softshrink's negative lambda raises on the CPU).
+template <Activation Op, class FallbackOp>
+at::Tensor shrink(const at::Tensor& self, const S& lambd) {
+    if (!float_tensors({&self}) || lambd.toDouble() < 0) return run_fallback<FallbackOp>(self, lambd);
+    return act(Op, self, args(lambd.toDouble()));
+}
+template <Activation Op, class FallbackOp>
+at::Tensor& shrink_out(const at::Tensor& self, const S& lambd, at::Tensor& out) {
+    if (!out_ok(self, out) || lambd.toDouble() < 0) return run_fallback<FallbackOp>(self, lambd, out);
+    return act_out(Op, self, args(lambd.toDouble()), out);
+}
+template <Activation Op, class FallbackOp>
+at::Tensor shrink_backward(const at::Tensor& g, const at::Tensor& self, const S& lambd) {
+    if (!backward_ok(g, self)) return run_fallback<FallbackOp>(g, self, lambd);
+    return act_backward(Op, g, self, args(lambd.toDouble()));
+}
+template <Activation Op, class FallbackOp>
+at::Tensor& shrink_backward_out(const at::Tensor& g, const at::Tensor& self, const S& lambd, at::Tensor& grad_in) {
+    if (!grad_out_ok(g, self, grad_in)) return run_fallback<FallbackOp>(g, self, lambd, grad_in);
+    return act_backward_out(Op, g, self, args(lambd.toDouble()), grad_in);
+}
+
 // log_sigmoid_forward's buffer is empty (as on CUDA): the backward recomputes from the input. Should
 // the backward run on the CPU, which reads exp(-|x|) from the buffer, it gets one made here.
 std::tuple<at::Tensor, at::Tensor> log_sigmoid_forward(const at::Tensor& self) {
@@ -267,6 +303,19 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     m.impl("softplus.out", softplus_out);
     m.impl("softplus_backward", softplus_backward);
     m.impl("softplus_backward.grad_input", softplus_backward_out);
+    m.impl("threshold", threshold);
+    m.impl("threshold_", threshold_);
+    m.impl("threshold.out", threshold_out);
+    m.impl("hardshrink", shrink<Activation::hardshrink, at::_ops::hardshrink>);
+    m.impl("hardshrink.out", shrink_out<Activation::hardshrink, at::_ops::hardshrink_out>);
+    m.impl("hardshrink_backward", shrink_backward<Activation::hardshrink, at::_ops::hardshrink_backward>);
+    m.impl("hardshrink_backward.grad_input",
+           shrink_backward_out<Activation::hardshrink, at::_ops::hardshrink_backward_grad_input>);
+    m.impl("softshrink", shrink<Activation::softshrink, at::_ops::softshrink>);
+    m.impl("softshrink.out", shrink_out<Activation::softshrink, at::_ops::softshrink_out>);
+    m.impl("softshrink_backward", shrink_backward<Activation::softshrink, at::_ops::softshrink_backward>);
+    m.impl("softshrink_backward.grad_input",
+           shrink_backward_out<Activation::softshrink, at::_ops::softshrink_backward_grad_input>);
     m.impl("log_sigmoid_forward", log_sigmoid_forward);
     m.impl("log_sigmoid_forward.output", log_sigmoid_forward_out);
     m.impl("log_sigmoid_backward", log_sigmoid_backward);

@@ -1,5 +1,5 @@
 // Pointwise math on neuron (ops/pointwise.h, src/ops/pointwise_math.cpp): floor, ceil, trunc,
-// round, log1p, expm1, sgn, logit, lerp, addcmul / addcdiv and clamp with tensor bounds, each in its
+// round, frac, log1p, expm1, log2, log10, exp2, sgn, logit, lerp, addcmul / addcdiv and clamp with tensor bounds, each in its
 // functional, in-place and out= overloads. Float tensors of the kernels' dtypes run natively;
 // other dtypes and argument kinds (integer rounding, host-scalar bounds) run through the counted
 // CPU fallback, which also raises PyTorch's own errors for bad arguments.
@@ -16,7 +16,8 @@ namespace {
 
 // ---- floor, ceil, trunc, round, log1p, expm1: out = f(self) in self's dtype
 
-enum class MathOp : int64_t { floor, ceil, trunc, round, log1p, expm1, sgn };   // Rounding's order first
+// Rounding's order first, MathFn's last.
+enum class MathOp : int64_t { floor, ceil, trunc, round, log1p, expm1, sgn, frac, log2, log10, exp2 };
 
 void launch_math(MathOp op, const at::Tensor& out, const at::Tensor& in, int64_t decimals = 0) {
     Launch l("pointwise_math");
@@ -27,6 +28,7 @@ void launch_math(MathOp op, const at::Tensor& out, const at::Tensor& in, int64_t
         if (op == MathOp::log1p) ops::log1p(kb, d[0], d[1]);
         else if (op == MathOp::expm1) ops::expm1(kb, d[0], d[1]);
         else if (op == MathOp::sgn) ops::sgn(kb, d[0], d[1]);
+        else if (op >= MathOp::frac) ops::math_fn(kb, static_cast<ops::MathFn>(int(op) - int(MathOp::frac)), d[0], d[1]);
         else ops::round_values(kb, static_cast<ops::Rounding>(op), d[0], d[1], decimals);
     });
 }
@@ -107,6 +109,36 @@ at::Tensor& logit_out(const at::Tensor& self, std::optional<double> eps, at::Ten
     at::native::resize_output(out, self.sizes());
     launch_logit(out, self, eps);
     return out;
+}
+
+void launch_logit_backward(const at::Tensor& grad_in, const at::Tensor& g, const at::Tensor& x,
+                           std::optional<double> eps) {
+    Launch l("logit_backward");
+    l.out(grad_in);
+    l.in(g);
+    l.in(x);
+    l.scalar(static_cast<int64_t>(eps.has_value())).scalar(eps.value_or(0.0));
+    l.run([&](KernelBuilder& kb, const Descs& d) {
+        ops::logit_backward(kb, d[0], d[1], d[2], eps ? std::optional<float>(float(*eps)) : std::nullopt);
+    });
+}
+
+at::Tensor logit_backward(const at::Tensor& g, const at::Tensor& self, std::optional<double> eps) {
+    if (!float_tensors({&g, &self}) || g.sizes() != self.sizes())
+        return run_fallback<at::_ops::logit_backward>(g, self, eps);
+    at::Tensor grad_in = at::empty(g.sizes(), g.options().dtype(at::promote_types(g.scalar_type(), self.scalar_type())));
+    launch_logit_backward(grad_in, g, self, eps);
+    return grad_in;
+}
+
+at::Tensor& logit_backward_out(const at::Tensor& g, const at::Tensor& self, std::optional<double> eps,
+                               at::Tensor& grad_in) {
+    if (!float_tensors({&g, &self, &grad_in}) || g.sizes() != self.sizes() ||
+        grad_in.scalar_type() != at::promote_types(g.scalar_type(), self.scalar_type()))
+        return run_fallback<at::_ops::logit_backward_grad_input>(g, self, eps, grad_in);
+    at::native::resize_output(grad_in, g.sizes());
+    launch_logit_backward(grad_in, g, self, eps);
+    return grad_in;
 }
 
 // ---- lerp: self, end (and a tensor weight) of one float dtype, as PyTorch requires
@@ -338,6 +370,12 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     MATH(log1p, log1p)
     MATH(expm1, expm1)
     MATH(sgn, sgn)
+    MATH(frac, frac)
+    MATH(log2, log2)
+    MATH(log10, log10)
+    MATH(exp2, exp2)
+    m.impl("logit_backward", logit_backward);
+    m.impl("logit_backward.grad_input", logit_backward_out);
     m.impl("logit", logit);
     m.impl("logit_", logit_);
     m.impl("logit.out", logit_out);
