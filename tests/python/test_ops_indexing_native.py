@@ -254,6 +254,8 @@ def test_backwards_stay_native(dtype):
     check(grad(lambda t: torch.topk(t, 3, 1)[0]), x, **exact)
     check(grad(lambda t, i: t[i]), x, torch.tensor([0, 5, 0]), **exact)
     check(grad(lambda t, i: t.index_select(1, i)), x, torch.tensor([2, 2, 9]), **exact)
+    check(grad(lambda t: t[t > 0.2]), x, **exact)   # masked_select's backward: rows put at the mask
+    check(grad(lambda t: t[t[:, 0] > 0]), x, **exact)
 
 
 # ---- errors: the CPU's exception, every tensor intact

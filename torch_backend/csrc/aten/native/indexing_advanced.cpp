@@ -2,8 +2,8 @@
 // (aten::index.Tensor, aten::_index_put_impl_). Integer index tensors on consecutive dims become
 // one flat index into those dims merged (computed on the device, negatives wrapped), and the
 // operator a row gather (index_select), store (index_copy) or scatter-add (index_add) along the
-// merged dim; a boolean mask over the leading dims reads the rows at its nonzero positions, and
-// x[mask] = one value is a masked fill, as on the CPU. Other index combinations (indices on dims
+// merged dim; a boolean mask over the leading dims reads or writes the rows at its nonzero
+// positions, and x[mask] = one value is a masked fill, as on the CPU. Other index combinations (indices on dims
 // apart, a mask with integer indices) run on the CPU, counted.
 #include <ATen/ATen.h>
 #include <ATen/ExpandUtils.h>
@@ -132,14 +132,26 @@ at::Tensor& index_put_impl_(at::Tensor& self, const Indices& indices, const at::
     if (self.dim() == 0 || values.scalar_type() != self.scalar_type() || !values.is_privateuseone() ||
         !(accumulate ? float_tensors({&self, &values}) : kernel_dtypes({&self, &values})))
         return fallback();
+    std::optional<Flat> f;
     if (const at::Tensor mask = leading_mask(self, indices); mask.defined()) {
-        // x[mask] = one value: a masked fill, the mask covering self's leading dims.
-        if (accumulate || values.numel() != 1) return fallback();
-        at::Tensor m = mask;
-        while (m.dim() < self.dim()) m = m.unsqueeze(-1);
-        return self.masked_fill_(m, values.reshape({}).item());
+        // x[mask] = one value: a masked fill, the mask covering self's leading dims (as on the CPU);
+        // otherwise the rows at the mask's nonzero positions (x[mask] = rows, x[mask]'s backward).
+        if (!accumulate && values.numel() == 1) {
+            at::Tensor m = mask;
+            while (m.dim() < self.dim()) m = m.unsqueeze(-1);
+            return self.masked_fill_(m, values.reshape({}).item());
+        }
+        const std::optional<at::Tensor> flat = mask_flat_indices(mask);
+        if (!flat) return fallback();
+        f.emplace();
+        f->index = *flat;
+        f->rows = {mask.numel()};
+        f->rows.append(self.sizes().begin() + mask.dim(), self.sizes().end());
+        f->result = {flat->numel()};
+        f->result.append(self.sizes().begin() + mask.dim(), self.sizes().end());
+    } else {
+        f = flat_index(self, indices);
     }
-    const std::optional<Flat> f = flat_index(self, indices);
     if (!f || !at::is_expandable_to(values.sizes(), f->result)) return fallback();
     at::DimVector rows = f->rows;
     rows[f->d0] = f->index.numel();
