@@ -52,20 +52,17 @@ def main() -> None:
     steps = []
     for step, (x, y) in enumerate(workloads.token_stream(cfg, args.steps)):
         x, y = (t.reshape(world, -1, cfg.seq)[rank].to(device) for t in (x, y))
-        logged = len(td.collective_log())
-        exposed0 = td.exposed_comm_ps()
-        start, end = torch.neuron.Event(enable_timing=True), torch.neuron.Event(enable_timing=True)
-        start.record()
-        with torch.autocast("neuron", dtype=torch.bfloat16):
-            loss = model(x, y)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()                      # waits (in simulated time) for the last gradient bucket
-        end.record()
-        step_s = start.elapsed_time(end) / 1e3
-        log = td.collective_log()[logged:]
-        comm_s = sum(r.end_ps - r.start_ps for r in log) / 1e12
-        exposed_s = (td.exposed_comm_ps() - exposed0) / 1e12
+
+        def train_step():
+            with torch.autocast("neuron", dtype=torch.bfloat16):
+                loss = model(x, y)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()                  # waits (in simulated time) for the last gradient bucket
+            return loss
+
+        loss, stats = td.timed_step(train_step)
+        step_s, comm_s, exposed_s, log = stats.step_s, stats.comm_s, stats.exposed_s, stats.collectives
         mean = loss.detach().clone()
         dist.all_reduce(mean, op=dist.ReduceOp.AVG)
         steps.append({"loss": mean.item(), "step_s": step_s, "mfu": flops / step_s / peak, "comm_s": comm_s,
