@@ -254,3 +254,14 @@ def test_timing_only_mode_builds_a_bert_and_runs_integer_ops():
     r = json.loads(proc.stdout.strip().splitlines()[-1])
     assert r["params"] > 0 and r["shape"] == [2, 16] and r["dtype"] == "torch.int64"
     assert r["fallbacks"] == {}
+
+
+def test_conditions_and_masks_of_other_dtypes_behave_as_on_cpu():
+    a = torch.arange(4)
+    with pytest.warns(UserWarning):   # a uint8 condition is deprecated, and still works
+        check(lambda c, x: torch.where(c, x, 0), torch.tensor([1, 0, 1, 0], dtype=torch.uint8), a)
+    for mask in (torch.tensor([1, 0, 1, 0], dtype=torch.uint8), torch.tensor([1, 0, 1, 0])):
+        with pytest.raises(RuntimeError) as cpu_err:
+            a.masked_fill(mask, 1)
+        with pytest.raises(type(cpu_err.value), match="boolean"):
+            a.to(DEV).masked_fill(mask.to(DEV), 1)

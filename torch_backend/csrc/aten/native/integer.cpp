@@ -303,7 +303,8 @@ bool fill_tensor(at::Tensor& self, const at::Tensor& value) {
 }
 
 bool where(const at::Tensor& cond, const at::Tensor& a, const at::Tensor& b, at::Tensor& result) {
-    if (!int_tensor(cond)) return false;
+    // bool conditions, and uint8 ones (deprecated); the CPU raises for the others
+    if (!int_tensor(cond) || (cond.scalar_type() != c10::kBool && cond.scalar_type() != c10::kByte)) return false;
     for (const at::Tensor* t : {&a, &b})
         if (!int_tensor(*t) && !host_int(*t)) return false;
     if (is_host_scalar(a) && is_host_scalar(b) && cond.dim() == 0) return false;
@@ -322,7 +323,8 @@ bool where(const at::Tensor& cond, const at::Tensor& a, const at::Tensor& b, at:
 }
 
 bool masked_fill(at::Tensor& self, const at::Tensor& mask, const c10::Scalar& value) {
-    if (!int_tensor(self) || !int_tensor(mask) || shape_of(self, mask) != self.sizes()) return false;
+    if (!int_tensor(self) || !int_tensor(mask) || mask.scalar_type() != c10::kBool || shape_of(self, mask) != self.sizes())
+        return false;
     const std::optional<int64_t> v = fill_value(value, self.scalar_type());
     if (!v) return false;
     launch_masked_fill(self, self, mask, *v);
@@ -332,7 +334,8 @@ bool masked_fill(at::Tensor& self, const at::Tensor& mask, const c10::Scalar& va
 bool masked_fill_tensor(at::Tensor& self, const at::Tensor& mask, const at::Tensor& value) {
     if (value.dim() != 0) return false;
     if (value.is_cpu()) return masked_fill(self, mask, value.item());
-    if (!int_tensor(self) || !int_tensor(mask) || !int_tensor(value) || shape_of(self, mask) != self.sizes())
+    if (!int_tensor(self) || !int_tensor(mask) || mask.scalar_type() != c10::kBool || !int_tensor(value) ||
+        shape_of(self, mask) != self.sizes())
         return false;
     launch_where(self, mask, value, self);
     return true;
