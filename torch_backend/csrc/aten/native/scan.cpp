@@ -8,6 +8,7 @@
 
 #include <cmath>
 
+#include "aten/native/integer.h"
 #include "aten/native/launch.h"
 #include "aten/native/util.h"
 #include "runtime/devices.h"
@@ -74,6 +75,7 @@ bool launch_scan(ops::Scan op, const at::Tensor& out, const at::Tensor& self, in
 
 template <ops::Scan Op, class FallbackOp>
 at::Tensor cumulative(const at::Tensor& self, int64_t dim, std::optional<c10::ScalarType> dtype) {
+    if (at::Tensor r; integer::scan(Op == ops::Scan::sum ? IntOp::add : IntOp::mul, self, dim, dtype, r)) return r;
     const std::optional<c10::ScalarType> dt = scan_dtype(Op, self, dtype);
     if (dt) {
         at::Tensor out = at::empty(self.sizes(), self.options().dtype(*dt));
@@ -84,6 +86,7 @@ at::Tensor cumulative(const at::Tensor& self, int64_t dim, std::optional<c10::Sc
 
 template <ops::Scan Op, class FallbackOp>
 at::Tensor& cumulative_(at::Tensor& self, int64_t dim, std::optional<c10::ScalarType> dtype) {
+    if (integer::scan_(Op == ops::Scan::sum ? IntOp::add : IntOp::mul, self, dim, dtype)) return self;
     const std::optional<c10::ScalarType> dt = scan_dtype(Op, self, dtype);
     if (dt == self.scalar_type() && launch_scan(Op, self, self, dim)) return self;
     return run_fallback<FallbackOp>(self, dim, dtype);
@@ -107,12 +110,14 @@ at::Tensor launch_prod(const at::Tensor& self, std::vector<int64_t> dims, bool k
 }
 
 at::Tensor prod_all(const at::Tensor& self, std::optional<c10::ScalarType> dtype) {
+    if (at::Tensor r; integer::prod(self, std::nullopt, false, dtype, r)) return r;
     const c10::ScalarType dt = dtype.value_or(self.scalar_type());
     if (!float_tensors({&self}) || !is_kernel_float(dt)) return run_fallback<at::_ops::prod>(self, dtype);
     return launch_prod(self, {}, false, dt);
 }
 
 at::Tensor prod_dim(const at::Tensor& self, int64_t dim, bool keepdim, std::optional<c10::ScalarType> dtype) {
+    if (at::Tensor r; integer::prod(self, dim, keepdim, dtype, r)) return r;
     const c10::ScalarType dt = dtype.value_or(self.scalar_type());
     if (!float_tensors({&self}) || !is_kernel_float(dt))
         return run_fallback<at::_ops::prod_dim_int>(self, dim, keepdim, dtype);
