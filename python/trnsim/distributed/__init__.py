@@ -74,6 +74,21 @@ def register() -> None:
     if not dist.is_available() or BACKEND_NAME.upper() in dist.Backend._plugins:
         return
     dist.Backend.register_backend(BACKEND_NAME, _create_backend, extended_api=True, devices=["neuron"])
+    _bind_local_rank()
+
+
+def _bind_local_rank() -> None:
+    """Under torchrun (or `accelerate launch`), a process starts on the NeuronCore of its LOCAL_RANK,
+    as with TorchNeuron: libraries that take torch.neuron.current_device() as the process's device
+    (Accelerate's PartialState, so Trainer too) then give each rank its own core. An explicit
+    torch.neuron.set_device() later still picks another."""
+    import os
+
+    import torch
+
+    local_rank = os.environ.get("LOCAL_RANK", "")
+    if local_rank.isdigit() and int(local_rank) < torch.neuron.device_count():
+        torch.neuron.set_device(int(local_rank))
 
 
 def collective_log() -> list[CollectiveRecord]:
