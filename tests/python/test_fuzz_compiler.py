@@ -57,3 +57,14 @@ def test_a_matmul_product_sliced_before_a_pointwise_step():
                       [Step("slice", dim=1), Step("matmul", operand=1), Step("slice", dim=0),
                        Step("scalar", name="mul", value=2.0)])
     check_compiled(program, [operand_for(s, torch.float32, k, "contiguous") for k, s in enumerate(program.shapes)], 0)
+
+
+def test_a_matmul_operand_broadcast_along_both_matrix_dims():
+    # Found by the fuzzer: the backward multiplies by a [2, 1] weight expanded from one element
+    # (strides 0, 0), which the matmul kernels cannot address; it is copied densely first.
+    program = Program([(4, 2, 2), (2, 1), (1, 1, 2)], [torch.float32] * 3,
+                      [Step("matmul", operand=1), Step("transpose"), Step("binary", name="sub", operand=2),
+                       Step("unary", name="erf")])
+    operands = [operand_for((4, 2, 2), torch.float32, 1, "expanded"), operand_for((2, 1), torch.float32, 2, "expanded"),
+                operand_for((1, 1, 2), torch.float32, 3, "transposed")]
+    check_compiled(program, operands, 3747)

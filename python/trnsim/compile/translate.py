@@ -569,15 +569,27 @@ def _alias(t, node):
 
 
 # ---- matrix products
+def _matrix_operand(t, x) -> int:
+    """x's value, copied densely first when the matmul kernels cannot address it: columns
+    broadcast (stride 0) in a matrix whose rows are not strided rows either, e.g. a weight or a
+    gradient expanded from one element (the rule of layout_of in src/ops/matmul.cpp)."""
+    vid, layout = _layout(t, x)
+    (r, c), (rs, cs) = layout.sizes[-2:], layout.strides[-2:]
+    if c > 1 and cs == 0 and (r == 1 or rs in (0, 1)):
+        return t.add("copy", [vid], [(_ir_dtype(_meta(x)), list(layout.sizes))])[0]
+    return vid
+
+
 @handles(aten.mm.default, aten.bmm.default)
 def _mm(t, node):
-    return t.add("matmul", [t.ir(node.args[0]), t.ir(node.args[1])], [t.out1(node)])[0]
+    return t.add("matmul", [_matrix_operand(t, x) for x in node.args[:2]], [t.out1(node)])[0]
 
 
 @handles(aten.addmm.default, aten.baddbmm.default)
 def _addmm(t, node):
     beta, alpha = _arg(node, 3, "beta", 1), _arg(node, 4, "alpha", 1)
-    return t.add("addmm", [t.ir(x) for x in node.args[:3]], [t.out1(node)], f0=float(alpha), f1=float(beta))[0]
+    inputs = [t.ir(node.args[0])] + [_matrix_operand(t, x) for x in node.args[1:3]]
+    return t.add("addmm", inputs, [t.out1(node)], f0=float(alpha), f1=float(beta))[0]
 
 
 # ---- reductions and normalisation
