@@ -12,6 +12,7 @@
 #include "aten/native/indexing.h"
 #include "aten/native/launch.h"
 #include "aten/native/util.h"
+#include "runtime/devices.h"
 
 namespace trnsim::neuron {
 namespace {
@@ -111,6 +112,8 @@ std::optional<at::Tensor> index_by_mask(const at::Tensor& self, const at::Tensor
 at::Tensor index_tensor(const at::Tensor& self, const Indices& indices) {
     if (kernel_dtypes({&self}) && self.dim() > 0) {
         if (const at::Tensor mask = leading_mask(self, indices); mask.defined()) {
+            // Timing-only mode has no mask values: nonzero raises that the result's shape needs them.
+            if (timing_only()) at::nonzero(mask);
             if (std::optional<at::Tensor> out = index_by_mask(self, mask)) return *out;
         } else if (std::optional<Flat> f = flat_index(self, indices)) {
             const at::Tensor table = self.reshape(f->rows);
