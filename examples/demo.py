@@ -8,14 +8,22 @@ Trains, on the trn2 preset (one logical NeuronCore, LNC=2):
 Every operator runs as a simulated kernel (per-op CPU fallbacks are counted and shown).
 Per step it prints the loss, the simulated device time of the step and the MFU, and it
 writes a Chrome trace (chrome://tracing or https://ui.perfetto.dev) of the simulated
-kernels of one step of each model.
+kernels of one step of each model. These models are small enough to train in seconds on a
+laptop, so their MFU is low: they prove the numerics, not the chip.
 
-    python examples/demo.py [--steps-gpt N] [--steps-world N] [--trace PATH]
+It ends with (c), what the chip does on a real job: a timing-only prediction of one
+torch.compile'd training step of a full-size video-DiT world model (hidden 2048, 16 layers,
+8192 tokens per sample, bf16) on one trn2 and one trn3 device, from its graphs alone (no
+data anywhere, trnsim.compiled_step): step time, MFU against the device's peak and what
+bounds it.
+
+    python examples/demo.py [--steps-gpt N] [--steps-world N] [--trace PATH] [--no-prediction]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import time
@@ -25,7 +33,8 @@ os.environ.setdefault("TRNSIM_CHIP", "trn2")
 import torch  # noqa: E402
 
 import trnsim.neuron  # noqa: E402,F401  (registers the device)
-from trnsim import _C, _core, workloads  # noqa: E402
+import trnsim  # noqa: E402
+from trnsim import _C, _core, compiled_step, workloads  # noqa: E402
 
 try:
     from rich.console import Console
@@ -74,8 +83,9 @@ class Printer:
 
 
 def train(name: str, model: torch.nn.Module, batches: list, loss_fn, flops_per_step: float, peak: float,
-          out: Printer, trace_events: list, trace_step: int) -> list[float]:
-    """Trains on the batches (bf16 autocast, fused AdamW, grad clipping); returns the losses."""
+          out: Printer, trace_events: list, trace_step: int, report: str | None = None) -> list[float]:
+    """Trains on the batches (bf16 autocast, fused AdamW, grad clipping); returns the losses.
+    With 'report', the trace step is profiled (trnsim.profile) into that HTML report."""
     device = torch.device("neuron")
     opt = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.01, fused=True)
     rows, losses = [], []
@@ -86,14 +96,18 @@ def train(name: str, model: torch.nn.Module, batches: list, loss_fn, flops_per_s
             _C._set_launch_trace(True)
         host_start = time.perf_counter()
         start, end = torch.neuron.Event(enable_timing=True), torch.neuron.Event(enable_timing=True)
+        profiling = trnsim.profile() if report and step == trace_step else contextlib.nullcontext()
         start.record()
-        with torch.autocast("neuron", dtype=torch.bfloat16):
-            loss = loss_fn(model, *batch)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
+        with profiling:
+            with torch.autocast("neuron", dtype=torch.bfloat16):
+                loss = loss_fn(model, *batch)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
         end.record()
+        if report and step == trace_step:
+            out.line(f"profile of step {step} (per-engine timeline, roofline, MFU): {profiling.export_html(report)}")
         loss_value = loss.item()
         host_s = time.perf_counter() - host_start
         if step == trace_step:
@@ -122,11 +136,33 @@ def chrome_events(process: str, slices: list) -> list[dict]:
     return events
 
 
+def predict_world_model(out: Printer, chips: tuple[str, ...] = ("trn2", "trn3")) -> None:
+    """(c): the compiled full-size world-model step on each chip, in timing-only simulation."""
+    d, heads, layers, tokens = 2048, 16, 16, 8192
+    out.rule(f"(c) prediction: compiled video-DiT world model, hidden {d}, {layers} layers, "
+             f"{tokens} tokens per sample, bf16 (timing-only)")
+    rows, bounds = [], []
+    for chip in chips:
+        host = time.perf_counter()
+        p = compiled_step.predict(d, heads, layers, tokens, causal=False, chip=chip)
+        busy = " / ".join(f"{s / p.step_s * 100:.0f}%" for _, s in sorted(p.tensor_busy_s.items()))
+        rows.append([chip, f"{p.step_s * 1e3:.1f}", f"{p.mfu * 100:.1f}%", busy, f"{time.perf_counter() - host:.1f}"])
+        bounds.append(f"{chip}: {p.bound}; peak {p.peak_flops / 1e12:.1f} TFLOP/s = {p.physical_cores} physical cores")
+    out.table("one compiled training step on one device (a logical NeuronCore)",
+              ["chip", "step ms", "MFU", "TensorE busy", "host s"], rows)
+    for line in bounds:
+        out.line(line)
+    out.line("MFU divides by the dense BF16 peak of the whole logical core; `make bench` prints the same "
+             "figures as compiled_mfu_dit_trn2 / _trn3.")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps-gpt", type=int, default=24)
     parser.add_argument("--steps-world", type=int, default=24)
     parser.add_argument("--trace", default="demo_trace.json", help="Chrome trace output (kernels of one step each)")
+    parser.add_argument("--report", default="demo_report.html", help="HTML profile of one world-model step")
+    parser.add_argument("--no-prediction", action="store_true", help="skip (c), the full-size prediction")
     args = parser.parse_args()
 
     out = Printer()
@@ -157,13 +193,15 @@ def main() -> None:
              f"{wm_cfg.predict} predicted, patch {wm_cfg.patch}, {wm_cfg.tokens} tokens, batch {wm_cfg.batch}")
     out.line(f"{workloads.matmul_params(world):,} matmul parameters, {wm_flops / 1e9:.2f} GFLOP per step")
     train("world model (diffusion)", world, workloads.moving_squares(wm_cfg, args.steps_world),
-          workloads.diffusion_loss, wm_flops, peak, out, trace_events, trace_step=1)
+          workloads.diffusion_loss, wm_flops, peak, out, trace_events, trace_step=1, report=args.report)
 
     with open(args.trace, "w") as f:
         json.dump({"traceEvents": trace_events, "displayTimeUnit": "ns"}, f)
     out.line(f"trace of the simulated kernels of step 1 of each model: {args.trace}")
     out.line(f"kernels built (cached programs): {_C._kernel_cache_size()}; "
              f"host wall time {time.perf_counter() - wall:.0f} s")
+    if not args.no_prediction:
+        predict_world_model(out)
 
 
 if __name__ == "__main__":
