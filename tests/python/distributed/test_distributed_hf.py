@@ -1,7 +1,7 @@
 """The Hugging Face stack, unmodified, on 2 neuron ranks: an Accelerate script under
 `accelerate launch --num_processes 2` trains to the weights and losses of one process on the
-whole batches (fp32, 1e-5 relative), and transformers' Trainer runs under torchrun with each rank
-on its own core."""
+whole batches (fp32, 1e-5 relative), and so does transformers' Trainer under torchrun, each rank on
+its own core."""
 
 import subprocess
 import sys
@@ -23,8 +23,17 @@ def test_accelerate_launch_two_processes_gives_the_single_process_run():
     assert out.count("DONE") == 2 and "LOSSES" in out, out[-6000:]
 
 
-def test_trainer_under_torchrun_trains_each_rank_on_its_core(tmp_path):
-    r = torchrun("hf_trainer.py", str(tmp_path), timeout=180, HF_HUB_OFFLINE=1)
+def logged_losses(r: subprocess.CompletedProcess, ranks: int) -> list[float]:
     out = r.stdout + r.stderr
     assert r.returncode == 0, out[-6000:]
-    assert out.count("DONE") == 2, out[-6000:]
+    assert out.count("DONE") == ranks, out[-6000:]
+    rows = {line for line in r.stdout.splitlines() if line.startswith("LOSSES ")}
+    assert len(rows) == 1, rows   # every rank logs the same (averaged) losses
+    return [float(v) for v in rows.pop().split()[1:]]
+
+
+def test_trainer_under_torchrun_gives_the_single_process_losses(tmp_path):
+    two = logged_losses(torchrun("hf_trainer.py", str(tmp_path / "two"), timeout=180, HF_HUB_OFFLINE=1), 2)
+    one = logged_losses(subprocess.run([sys.executable, str(WORKERS / "hf_trainer.py"), str(tmp_path / "one")],
+                                       capture_output=True, text=True, timeout=180, env=worker_env()), 1)
+    assert len(two) == 3 and two == pytest.approx(one, rel=1e-5), (two, one)
