@@ -2,7 +2,7 @@
 process gets its own batches of the prepared DataLoader (Accelerate's sharding), DDP averages the
 gradients, and after the steps every rank holds the weights of one process training on both
 ranks' batches at once, with the mean of the ranks' losses equal to that process's loss
-(fp32, 1e-5 relative). Prints "LOSSES ..." and "DONE".
+(fp32, 1e-5 relative), with no CPU fallback. Prints "LOSSES ..." and "DONE".
 """
 
 import torch
@@ -32,6 +32,7 @@ net = accelerator.prepare(model())
 optimizer = accelerator.prepare(torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9))
 loader = accelerator.prepare(torch.utils.data.DataLoader(dataset(STEPS * world * PER_PROCESS), batch_size=PER_PROCESS))
 losses = []
+torch.neuron.reset_fallback_ops()
 for x, y in loader:
     assert x.device == accelerator.device and x.shape[0] == PER_PROCESS
     loss = F.mse_loss(net(x), y)
@@ -40,6 +41,7 @@ for x, y in loader:
     optimizer.zero_grad()
     losses.append(loss.detach())
 assert len(losses) == STEPS, len(losses)
+assert not torch.neuron.fallback_ops(), torch.neuron.fallback_ops()
 mean = accelerator.reduce(torch.stack(losses), reduction="mean")
 
 # One process, whole batches (both ranks' rows of each step), the same optimizer.
