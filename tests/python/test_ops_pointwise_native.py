@@ -161,6 +161,7 @@ ACTIVATIONS = {
     "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"),
     "threshold": lambda x: F.threshold(x, 0.3, -2.0),
     "hardshrink": lambda x: F.hardshrink(x, 0.7),
+    "hardshrink_negative_lambda": lambda x: F.hardshrink(x, -0.5),
     "softshrink": lambda x: F.softshrink(x, 0.6),
 }
 
@@ -193,6 +194,7 @@ def test_softmax_of_0d_and_with_a_dtype(dtype):
 def test_bad_math_input_raises_as_on_cpu():
     both_raise(lambda a, b: torch.lerp(a, b, 0.5), rand(3, 4), rand(3, 4).to(torch.bfloat16))
     both_raise(lambda a: torch.clamp(a, min=None, max=None), rand(3, 4))
+    both_raise(lambda a: F.softshrink(a, -0.5), rand(3, 4))
 
 
 # ---- shape ops

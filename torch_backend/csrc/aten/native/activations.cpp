@@ -221,15 +221,17 @@ at::Tensor& threshold_out(const at::Tensor& self, const S& th, const S& v, at::T
     return act_out(Activation::threshold, self, args(th.toDouble(), v.toDouble()), out);
 }
 
-// hardshrink / softshrink (softshrink's negative lambda raises on the CPU).
+// hardshrink / softshrink (softshrink's negative lambda raises on the CPU; hardshrink takes any).
+template <Activation Op>
+bool lambda_ok(const S& lambd) { return Op != Activation::softshrink || lambd.toDouble() >= 0; }
 template <Activation Op, class FallbackOp>
 at::Tensor shrink(const at::Tensor& self, const S& lambd) {
-    if (!float_tensors({&self}) || lambd.toDouble() < 0) return run_fallback<FallbackOp>(self, lambd);
+    if (!float_tensors({&self}) || !lambda_ok<Op>(lambd)) return run_fallback<FallbackOp>(self, lambd);
     return act(Op, self, args(lambd.toDouble()));
 }
 template <Activation Op, class FallbackOp>
 at::Tensor& shrink_out(const at::Tensor& self, const S& lambd, at::Tensor& out) {
-    if (!out_ok(self, out) || lambd.toDouble() < 0) return run_fallback<FallbackOp>(self, lambd, out);
+    if (!out_ok(self, out) || !lambda_ok<Op>(lambd)) return run_fallback<FallbackOp>(self, lambd, out);
     return act_out(Op, self, args(lambd.toDouble()), out);
 }
 template <Activation Op, class FallbackOp>
