@@ -195,3 +195,15 @@ def test_rms_norm_backward_with_and_without_weight(x_dtype, w_dtype):
 def test_rms_norm_rejects_a_normalized_shape_the_input_lacks():
     raises_like_cpu(lambda t: F.rms_norm(t, (5,)), torch.ones(2, 4))
     raises_like_cpu(lambda t, w: F.rms_norm(t, (4,), w), torch.ones(2, 4), torch.ones(3))
+
+
+# ---- sign is PyTorch's: 0 for NaN and +0 for -0 (the activation table's sign keeps both)
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_sign_of_nan_and_negative_zero_is_the_cpus(dtype):
+    x = torch.tensor([float("nan"), -0.0, 0.0, -2.5, 3.0, float("inf"), -float("inf")], dtype=dtype)
+    torch.neuron.reset_fallback_ops()
+    for result, expected in ((torch.sign(x.to(DEV)), torch.sign(x)), (x.to(DEV).sign_(), x.clone().sign_())):
+        result = result.cpu()
+        assert torch.equal(result, expected) and torch.equal(result.signbit(), expected.signbit())
+    assert torch.neuron.fallback_ops() == {}

@@ -229,7 +229,12 @@ void launch_unary(Unary op, const at::Tensor& out, const at::Tensor& in) {
     l.out(out);
     l.in(in);
     l.scalar(static_cast<int64_t>(op));
-    l.run([&](KernelBuilder& kb, const Descs& d) { ops::unary(kb, op, d[0], d[1]); });
+    l.run([&](KernelBuilder& kb, const Descs& d) {
+        // PyTorch's sign is 0 for NaN and +0 for -0; the activation table's sign keeps both, so sign
+        // takes sgn's two comparisons (the same function for real dtypes).
+        if (op == Unary::sign) ops::sgn(kb, d[0], d[1]);
+        else ops::unary(kb, op, d[0], d[1]);
+    });
 }
 
 // Float-only unary math: exp, log, sqrt, ..., activations.
