@@ -8,6 +8,8 @@
 #   make conformance  build, then every PyTorch OpInfo op on neuron vs CPU (table, totals,
 #                build/conformance.json); fails on a crash or an unlisted failure
 #   make demo    build, then examples/demo.py (or the C++ trnsim_demo)
+#   make sanitize  the C++ core and its tests built with ASan and UBSan in build-asan/ (no
+#                PyTorch backend), then ctest; fails on any sanitizer report
 #   make clean   remove the build tree
 #
 # How the build works: there is one CMake tree, build/. `make build` runs
@@ -52,7 +54,7 @@ DEPS_STAMP := $(VENV)/.deps-stamp
 
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 
-.PHONY: deps apt-deps venv-deps build test bench fidelity conformance demo clean
+.PHONY: deps apt-deps venv-deps build test bench fidelity conformance demo sanitize clean
 
 deps: apt-deps venv-deps
 
@@ -113,6 +115,17 @@ demo: build
 	else \
 	  echo "no demo: neither examples/demo.py nor the trnsim_demo executable exists" >&2; exit 1; \
 	fi
+
+# Its own tree and flags: the sanitizers instrument every object, so nothing is shared with build/.
+SANITIZE_DIR := build-asan
+SANITIZE_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer -g1
+sanitize: deps
+	cmake -S . -B $(SANITIZE_DIR) -G Ninja -DCMAKE_BUILD_TYPE=Release -DTRNSIM_WITH_TORCH=OFF \
+	  -DTRNSIM_BUILD_PYTHON=OFF -DTRNSIM_BUILD_BENCH=OFF -DTRNSIM_BUILD_TESTS=ON \
+	  "-DCMAKE_CXX_FLAGS=$(SANITIZE_FLAGS)" "-DCMAKE_EXE_LINKER_FLAGS=$(SANITIZE_FLAGS)"
+	cmake --build $(SANITIZE_DIR) --target trnsim_tests -j $(JOBS)
+	ASAN_OPTIONS=detect_leaks=1:halt_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	  ctest --test-dir $(SANITIZE_DIR) --output-on-failure --no-tests=error -j$(JOBS)
 
 clean:
 	rm -rf $(BUILD_DIR) python/trnsim.egg-info

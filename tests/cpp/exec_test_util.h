@@ -29,7 +29,7 @@ inline ChipConfig Trn2LikeChip() {
 constexpr DType kFloatDTypes[] = {DType::f32, DType::bf16, DType::f16, DType::fp8_e4m3, DType::fp8_e5m2};
 
 inline float RoundTo(float v, DType t) {
-    uint8_t buf[4];
+    uint8_t buf[8];   // the widest dtype (i64)
     store_from_f32(v, buf, t);
     return load_as_f32(buf, t);
 }
