@@ -290,6 +290,7 @@ void store_from_f32(float v, void* p, DType t) {
 
 // ---------------------------------------------------------------- bulk
 void convert_to_f32(const void* src, DType t, float* dst, size_t n) {
+    if (n == 0) return;   // as convert_from_f32
     switch (t) {
         case DType::f32:
             std::memcpy(dst, src, n * 4);
@@ -353,6 +354,7 @@ void convert_to_f32(const void* src, DType t, float* dst, size_t n) {
 }
 
 void convert_from_f32(const float* src, void* dst, DType t, size_t n) {
+    if (n == 0) return;   // empty tensors may have null buffers, which memcpy must not see
     switch (t) {
         case DType::f32:
             std::memcpy(dst, src, n * 4);
