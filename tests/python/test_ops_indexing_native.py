@@ -307,3 +307,14 @@ def test_bert_masked_lm_step_has_no_indexing_fallback():
     fell_back = {name.split("::")[-1].split(".")[0] for name in torch.neuron.fallback_ops()}
     assert not fell_back & ours, torch.neuron.fallback_ops()
     assert torch.isfinite(out.loss.cpu())
+
+
+@pytest.mark.parametrize("shape", [(0, 0), (0, 3), (3, 0)])
+def test_masks_over_empty_tensors(shape):
+    x = torch.randn(shape)
+    mask = x > 0
+    torch.neuron.reset_fallback_ops()
+    for f in (lambda a, m: a[m], lambda a, m: m.nonzero(), torch.masked_select):
+        got, expected = f(x.to("neuron"), mask.to("neuron")).cpu(), f(x, mask)
+        assert got.shape == expected.shape and got.dtype == expected.dtype
+    assert torch.neuron.fallback_ops() == {}

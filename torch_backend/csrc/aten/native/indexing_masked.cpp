@@ -32,6 +32,7 @@ at::Tensor compacted(at::Tensor spare, int64_t count) { return spare.narrow(0, 0
 std::optional<at::Tensor> mask_flat_indices(const at::Tensor& mask) {
     const std::optional<int64_t> count = mask_count(mask);
     if (!count) return std::nullopt;
+    if (mask.numel() == 0) return at::empty({0}, mask.options().dtype(c10::kInt));   // nothing to rank
     const at::Tensor dense = mask.contiguous();
     at::Tensor out = at::empty({*count + 1}, mask.options().dtype(c10::kInt));
     Launch l("nonzero");
@@ -48,6 +49,7 @@ at::Tensor nonzero(const at::Tensor& self) {
     if (!flat) return run_fallback<at::_ops::nonzero>(self);
     const std::vector<int64_t> sizes(self.sizes().begin(), self.sizes().end());
     at::Tensor out = at::empty({flat->numel(), self.dim()}, self.options().dtype(c10::kLong));
+    if (out.numel() == 0) return out;
     Launch l("unravel_index");
     l.out(out);
     l.in(*flat);
@@ -64,6 +66,7 @@ at::Tensor masked_select(const at::Tensor& self, const at::Tensor& mask) {
         count = mask_count(mask.expand(shape));
     }
     if (!count) return run_fallback<at::_ops::masked_select>(self, mask);
+    if (c10::multiply_integers(shape) == 0) return at::empty({0}, self.options());
     const at::Tensor m = mask.expand(shape).contiguous(), in = self.expand(shape).contiguous();
     at::Tensor out = at::empty({*count + 1}, self.options());
     per_word(out, in, [&](const at::Tensor& o, const at::Tensor& v) {
