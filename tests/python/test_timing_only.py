@@ -149,7 +149,10 @@ LARGE_MODEL_NO_HOST_MEMORY = """
 def test_full_size_weights_take_no_host_memory():
     r = last_json(run_script(LARGE_MODEL_NO_HOST_MEMORY, "timing"))
     assert r["allocated"] >= 8 * 2**30
-    assert r["rss_kib"] < 1.5 * 2**20   # under 1.5 GiB of host memory
+    # Weights backed by the host would put the whole 8 GiB in the process; the interpreter, torch and
+    # the simulator take well under a third of it (0.3 to 2 GiB peak RSS seen, with what the
+    # process imported and compiled).
+    assert r["rss_kib"] * 1024 < r["allocated"] / 3
 
 
 def test_mode_api_and_its_limits():
