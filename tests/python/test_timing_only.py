@@ -134,25 +134,24 @@ def test_out_of_memory_is_exact():
 
 
 LARGE_MODEL_NO_HOST_MEMORY = """
-    import json, resource, torch
+    import json, torch
     import predict_llm as P
     # 8 GiB of bf16 weights, initialised on the device (random init, no host copy).
     model = torch.nn.Sequential(*[torch.nn.Linear(8192, 8192, bias=False, dtype=torch.bfloat16, device="neuron")
                                   for _ in range(64)])
     with torch.no_grad():
         model(torch.empty(8, 8192, dtype=torch.bfloat16, device="neuron"))
-    print(json.dumps({"allocated": torch.neuron.memory_allocated(),
-                      "rss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}))
+    # This process's own peak RSS: VmHWM starts afresh at exec, where getrusage's ru_maxrss carries
+    # over the peak of the parent that forked it (the whole test session).
+    peak = next(line for line in open("/proc/self/status") if line.startswith("VmHWM:"))
+    print(json.dumps({"allocated": torch.neuron.memory_allocated(), "rss_kib": int(peak.split()[1])}))
 """
 
 
 def test_full_size_weights_take_no_host_memory():
     r = last_json(run_script(LARGE_MODEL_NO_HOST_MEMORY, "timing"))
     assert r["allocated"] >= 8 * 2**30
-    # Weights backed by the host would put the whole 8 GiB in the process; the interpreter, torch and
-    # the simulator take well under a third of it (0.3 to 2 GiB peak RSS seen, with what the
-    # process imported and compiled).
-    assert r["rss_kib"] * 1024 < r["allocated"] / 3
+    assert r["rss_kib"] < 1.5 * 2**20   # under 1.5 GiB of host memory
 
 
 def test_mode_api_and_its_limits():
