@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "integer_common.h"
+#include "pointwise_common.h"
 #include "trnsim/tiling.h"
 
 namespace trnsim::ops {
@@ -72,22 +73,11 @@ void int_masked_fill(KernelBuilder& kb, const TensorDesc& out, const TensorDesc&
 
 void int_fill(KernelBuilder& kb, const TensorDesc& out, int64_t value) {
     check_int("int_fill", out, "out");
-    IterSpace s = elementwise_space("int_fill", out, {});
-    if (s.numel() == 0) return;
-    simplify(s);
-    check_no_overlap("int_fill", s, 0);
-    const uint32_t fmax = column_budget(kb.chip(), dtype_size(out.dtype), 1);
-    const std::vector<TileBox> tiles = plan_tiles(s, fmax);
-    uint32_t P = 1, F = 1;
-    for (const TileBox& t : tiles) P = std::max(P, t.P), F = std::max(F, t.F);
-    // One constant tile (zeroed, then the value added exactly), stored to every piece of out.
-    const Tile tile = kb.alloc_sbuf(kPartitions, {F}, out.dtype);
-    const AccessPattern v = tile_view(tile, P, F);
-    kb.memset(v, 0.0f, Engine::GpSimd);
-    if (value != 0) emit_int_alu(kb, IntOp::add, v, v, nullptr, value);
-    DmaQueues queues(kb.chip());
-    for (const TileBox& t : tiles) kb.dma_copy(hbm_ap(t.box, 0, out), tile_view(tile, t.P, t.F), queues.store());
-    kb.release(tile);
+    // The constant tile is zeroed, then the value added exactly (a memset goes through fp32).
+    pointwise_detail::fill_space(kb, "int_fill", out, [&](const AccessPattern& v) {
+        kb.memset(v, 0.0f, Engine::GpSimd);
+        if (value != 0) emit_int_alu(kb, IntOp::add, v, v, nullptr, value);
+    });
 }
 
 void int_arange(KernelBuilder& kb, const TensorDesc& out, int64_t start, int64_t step) {

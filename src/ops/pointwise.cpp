@@ -208,20 +208,7 @@ void clamp(KernelBuilder& kb, const TensorDesc& out, const TensorDesc& in, std::
 }
 
 void fill(KernelBuilder& kb, const TensorDesc& out, float value) {
-    IterSpace s = elementwise_space("fill", out, {});
-    if (s.numel() == 0) return;
-    simplify(s);
-    check_no_overlap("fill", s, 0);
-    const uint32_t fmax = column_budget(kb.chip(), dtype_size(out.dtype), 1);
-    const std::vector<TileBox> tiles = plan_tiles(s, fmax);
-    uint32_t P = 1, F = 1;
-    for (const TileBox& t : tiles) P = std::max(P, t.P), F = std::max(F, t.F);
-    // One constant tile, stored to every piece of out.
-    const Tile tile = kb.alloc_sbuf(kPartitions, {F}, out.dtype);
-    kb.memset(tile_view(tile, P, F), value);
-    DmaQueues queues(kb.chip());
-    for (const TileBox& t : tiles) kb.dma_copy(hbm_ap(t.box, 0, out), tile_view(tile, t.P, t.F), queues.store());
-    kb.release(tile);
+    pointwise_detail::fill_space(kb, "fill", out, [&](const AccessPattern& v) { kb.memset(v, value); });
 }
 
 void copy(KernelBuilder& kb, const TensorDesc& out, const TensorDesc& in) {
@@ -244,6 +231,24 @@ void copy_space(KernelBuilder& kb, const IterSpace& s, const TensorDesc& out, co
     uint32_t q = 0;
     for (const TileBox& t : tiles)
         kb.dma_copy(hbm_ap(t.box, 0, out), hbm_ap(t.box, 1, in), static_cast<int>(q++ % queues_n));
+}
+
+void fill_space(KernelBuilder& kb, const char* op, const TensorDesc& out,
+                const std::function<void(const AccessPattern& tile)>& write_constant) {
+    IterSpace s = elementwise_space(op, out, {});
+    if (s.numel() == 0) return;
+    simplify(s);
+    check_no_overlap(op, s, 0);
+    const uint32_t fmax = column_budget(kb.chip(), dtype_size(out.dtype), 1);
+    const std::vector<TileBox> tiles = plan_tiles(s, fmax);
+    uint32_t P = 1, F = 1;
+    for (const TileBox& t : tiles) P = std::max(P, t.P), F = std::max(F, t.F);
+    // One constant tile, stored to every piece of out.
+    const Tile tile = kb.alloc_sbuf(kPartitions, {F}, out.dtype);
+    write_constant(tile_view(tile, P, F));
+    DmaQueues queues(kb.chip());
+    for (const TileBox& t : tiles) kb.dma_copy(hbm_ap(t.box, 0, out), tile_view(tile, t.P, t.F), queues.store());
+    kb.release(tile);
 }
 
 }  // namespace pointwise_detail

@@ -2,6 +2,8 @@
 // over SBUF views of one tile, and the HBM-to-HBM copy of an iteration space.
 // Internal to src/ops.
 #pragma once
+#include <functional>
+
 #include "trnsim/tiling.h"
 
 namespace trnsim::ops::pointwise_detail {
@@ -18,5 +20,10 @@ void emit_log1p(KernelBuilder& kb, const AccessPattern& dst, const AccessPattern
 // Operand 0 of s <- operand 1 of s, HBM to HBM: one DMA per piece, pieces sized so that every DMA
 // queue gets work. s is simplified; out/in give each operand's argument and dtype.
 void copy_space(KernelBuilder& kb, const tiling::IterSpace& s, const TensorDesc& out, const TensorDesc& in);
+
+// out <- a constant: 'write_constant' writes it into one SBUF tile view (as large as the largest
+// piece of out), which is then stored to every piece of out. 'op' names the kernel in errors.
+void fill_space(KernelBuilder& kb, const char* op, const TensorDesc& out,
+                const std::function<void(const AccessPattern& tile)>& write_constant);
 
 }  // namespace trnsim::ops::pointwise_detail
