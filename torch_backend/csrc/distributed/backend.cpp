@@ -58,7 +58,15 @@ public:
     }
     bool isSuccess() const override { return work_->isSuccess(); }
     std::exception_ptr exception() const override { return work_->exception(); }
-    int sourceRank() const override { return work_->sourceRank(); }
+    // A receive from any source whose Python Work learns the sender when it completes
+    // (trnsim's recv_anysource) reports it through recv_source_rank().
+    int sourceRank() const override {
+        {
+            py::gil_scoped_acquire gil;
+            if (py::hasattr(owner_, "recv_source_rank")) return owner_.attr("recv_source_rank")().cast<int>();
+        }
+        return work_->sourceRank();
+    }
     std::vector<at::Tensor> result() override { return work_->result(); }
     void synchronize() override { work_->synchronize(); }
     bool wait(std::chrono::milliseconds timeout) override { return work_->wait(timeout); }

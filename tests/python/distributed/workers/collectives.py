@@ -205,6 +205,20 @@ assert all(r.is_completed() in (True, False) for r in reqs)      # asking does n
 for r in reqs:
     r.wait()
 same("batch_isend_irecv", got, want)
+# recv and irecv without a source: the sender's rank comes back, as with gloo
+got = torch.empty(4, 4, device=DEV)
+if rank == 0:
+    dist.send(t, peer)
+    assert dist.recv(got) == peer
+    req = dist.irecv(got)
+    req.wait()
+    assert req.source_rank() == peer
+else:
+    assert dist.recv(got) == peer
+    dist.send(t, peer)
+    dist.send(t, peer)
+same("recv from any source", got, want)
+assert td.collective_log()[-1].op in ("recv", "send"), td.collective_log()[-1]
 dist.barrier()
 passed("barrier")
 
