@@ -142,6 +142,63 @@ def run_exit_scenario(mode: str = "functional", timeout: float = 900.0) -> tuple
     return ok, "" if ok else f"exit status {proc.returncode}: {proc.stderr[-1500:]}"
 
 
+# A rank of a 2-rank neuron process group that exits right after its last collective: DDP steps
+# (asynchronous all_reduces issued from autograd's device thread), then a plain all_reduce, then
+# the end of the script with the group destroyed or still alive. Each rank prints "ok". The gloo
+# worker of the last collective used to be still releasing its tensors when the interpreter
+# finalized, which aborted the rank (trnsim/distributed/lifetime.py).
+DISTRIBUTED_EXIT_SCENARIO = r"""
+import os, torch, torch.distributed as dist, trnsim.neuron
+from torch.nn.parallel import DistributedDataParallel as DDP
+torch.neuron.set_device(int(os.environ["LOCAL_RANK"]))
+dist.init_process_group("neuron")
+dev = torch.device("neuron", torch.neuron.current_device())
+torch.manual_seed(0)
+net = DDP(torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.Linear(32, 4)).to(dev),
+          bucket_cap_mb=0.001)
+for _ in range(2):
+    net(torch.randn(8, 16).to(dev)).pow(2).mean().backward()
+t = torch.ones(4, device=dev)
+dist.all_reduce(t)
+assert t.cpu().tolist() == [2.0] * 4
+if os.environ["SCENARIO_DESTROY"] == "1":
+    dist.destroy_process_group()
+print("ok", flush=True)
+"""
+
+
+def run_distributed_exit_scenario(destroy: bool, timeout: float = 300.0) -> tuple[bool, str]:
+    """Runs DISTRIBUTED_EXIT_SCENARIO on 2 ranks, as torchrun starts them (one process each, rank 0
+    hosting the store); (passed, what went wrong)."""
+    import os
+    import socket
+    import subprocess
+    import sys
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    procs = []
+    for rank in range(2):
+        env = dict(os.environ, RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE="2", LOCAL_WORLD_SIZE="2",
+                   MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), OMP_NUM_THREADS="1",
+                   SCENARIO_DESTROY="1" if destroy else "0")
+        procs.append(subprocess.Popen([sys.executable, "-c", DISTRIBUTED_EXIT_SCENARIO], env=env,
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    problems = []
+    try:
+        for rank, proc in enumerate(procs):
+            out, err = proc.communicate(timeout=timeout)
+            if proc.returncode != 0 or not out.strip().endswith("ok"):
+                problems.append(f"rank {rank}: exit status {proc.returncode}: {err[-1500:]}")
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    return not problems, "; ".join(problems)
+
+
 # Ctrl-C during a long simulation. The main thread launches one N x N matmul after another in
 # simulate(); a helper thread prints "started" once it sees the main thread inside simulate()
 # (so the launches' program is built and one is running), and the parent sends SIGINT then.

@@ -19,6 +19,7 @@ from torch._C._distributed_c10d import (
     AllgatherOptions, AllreduceOptions, AllToAllOptions, BroadcastOptions, GatherOptions, PrefixStore,
     ProcessGroupGloo, ReduceOp, ReduceOptions, ReduceScatterOptions, ScatterOptions, Work, _create_work_from_future)
 
+from trnsim.distributed import lifetime
 from trnsim.distributed.clock import CollectiveRecord, CommQueue, meet
 from trnsim.distributed.cost import collective_cost
 from trnsim.distributed.topology import Topology
@@ -144,6 +145,7 @@ class NeuronCollectives:
         self.progress = PrefixStore("neuron/progress", store)   # each rank's last collective, for diagnoses
         self.sequence_number = 0
         self._lock = threading.RLock()   # collectives of one group run one at a time, in issue order
+        lifetime.track(self)   # its gloo workers end before the interpreter (trnsim.distributed.lifetime)
 
     # ---- the steps every collective shares
 
@@ -491,4 +493,4 @@ class NeuronCollectives:
         self.gloo.abort()
 
     def shutdown(self):
-        self.gloo.shutdown()
+        lifetime.release(self)

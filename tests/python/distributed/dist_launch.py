@@ -22,22 +22,11 @@ def worker_env(**extra) -> dict:
     return env
 
 
-# A rank that finished its work (printed DONE) and then aborted while the process exited: the open
-# exit defect of docs/reliability.md ("terminate called without an active exception"), seen in
-# about one full test run in three. Such a run is repeated once; a second abort fails the test.
-EXIT_ABORT = "terminate called without an active exception"
-
-
 def torchrun(script: str, *args: str, nproc: int = 2, timeout: float = 120, **env) -> subprocess.CompletedProcess:
     """python -m torch.distributed.run --nproc-per-node <nproc> workers/<script> <args>."""
-    for attempt in range(2):
-        cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(nproc),
-               "--master-addr", "127.0.0.1", "--master-port", str(free_port()), str(WORKERS / script), *args]
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=worker_env(**env))
-        aborted_at_exit = r.returncode != 0 and EXIT_ABORT in r.stderr + r.stdout and "DONE" in r.stdout + r.stderr
-        if not aborted_at_exit:
-            return r
-    return r
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(nproc),
+           "--master-addr", "127.0.0.1", "--master-port", str(free_port()), str(WORKERS / script), *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=worker_env(**env))
 
 
 def spawn_ranks(script: str, *args: str, nproc: int = 2, **env) -> list[subprocess.Popen]:
