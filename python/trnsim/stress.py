@@ -206,8 +206,15 @@ def run_distributed_exit_scenario(destroy: bool, timeout: float = 300.0) -> tupl
 # while the main thread simulates. The child reports when it caught KeyboardInterrupt, the
 # notes trnsim added to it (which simulation stopped, and at which instruction), and whether
 # the device still computes right; a second KeyboardInterrupt for the same Ctrl-C would end it.
+# The child first gives SIGINT Python's handler, as an interpreter started from a terminal has it:
+# a process started with SIGINT ignored (any background job of a non-interactive shell, as a CI
+# script or `make test &` starts it) passes the ignoring on to its children, Python then leaves
+# SIGINT ignored, and so does trnsim. Such a child rightly never sees the Ctrl-C; that was the
+# "lost" interrupt of some full-suite runs.
 INTERRUPT_SCENARIO = r"""
-import json, signal, sys, threading, time, torch, trnsim.neuron
+import signal
+signal.signal(signal.SIGINT, signal.default_int_handler)
+import json, sys, threading, time, torch, trnsim.neuron
 ELSEWHERE = False
 a = torch.randn(N, N, generator=torch.Generator().manual_seed(0)).to("neuron")
 (a @ a).cpu()                                  # builds the program
@@ -243,7 +250,8 @@ def run_interrupt_scenario(n: int = 2048, elsewhere: bool = False, timeout: floa
     """Runs INTERRUPT_SCENARIO with n x n matmuls (the signal handled on another thread than
     the simulating one with 'elsewhere'), sends SIGINT once the child says it is simulating;
     the child's report plus "latency_s" (from the signal to the KeyboardInterrupt) and
-    "returncode"."""
+    "returncode" (None, with the child's signal masks in "error", when it still ran after
+    'timeout')."""
     import json
     import signal
     import subprocess
@@ -259,7 +267,11 @@ def run_interrupt_scenario(n: int = 2048, elsewhere: bool = False, timeout: floa
         sent = time.monotonic()
         if started == "started":
             proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=timeout)
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return {"returncode": None, "error": f"still running {timeout:g} s after SIGINT; its signal state: "
+                                                 f"{_signal_state(proc.pid)}"}
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -269,6 +281,16 @@ def run_interrupt_scenario(n: int = 2048, elsewhere: bool = False, timeout: floa
         return {"returncode": proc.returncode, "error": f"started={started!r}: {err[-3000:]}"}
     report = json.loads(lines[-1])
     return dict(report, returncode=proc.returncode, latency_s=report["caught"] - sent)
+
+
+def _signal_state(pid: int) -> str:
+    """The signal masks of a process (Linux /proc: SigBlk, SigIgn, SigCgt; bit n-1 is signal n)."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            lines = [line.split() for line in f if line.startswith(("SigBlk", "SigIgn", "SigCgt"))]
+        return ", ".join(" ".join(fields) for fields in lines)
+    except OSError:
+        return "unknown"
 
 
 def _rss_mib() -> float:
