@@ -61,6 +61,15 @@ def _neuron():
     return torch, _C
 
 
+def _communication_in(device: int, t0_ps: int, t1_ps: int) -> tuple[int, int]:
+    """(collective, exposed communication) ps of the device in the window (trnsim.distributed)."""
+    import sys
+    if "trnsim.distributed" not in sys.modules:
+        return 0, 0
+    from trnsim.distributed.trace import communication_in
+    return communication_in(device, t0_ps, t1_ps)
+
+
 # ---------------------------------------------------------------- result types
 
 @dataclasses.dataclass
@@ -111,6 +120,8 @@ class Step:
     engine_busy_s: dict[str, float]
     peak_flops: float
     hbm_bytes_per_s: float
+    comm_s: float = 0.0          # torch.distributed collectives of the device in the step
+    exposed_comm_s: float = 0.0  # of which the device waited for (not hidden behind compute)
 
     @property
     def mfu(self) -> float:
@@ -472,18 +483,23 @@ class profile:
             if i > 0 and last and window["totals"]["launches"] == 0 and not forward:
                 continue   # nothing after the last step boundary
             training = i in self._backward_steps
+            comm_ps, exposed_ps = _communication_in(self._main_device, t0, t1)
             steps.append(Step(
                 index=len(steps), time_s=(t1 - t0) * 1e-12, model_flops=3 * forward if training else forward,
                 forward_flops=forward, training=training, hardware_flops=window["totals"]["matmul_flops"],
                 device_flops=window["totals"]["flops"], hbm_bytes=window["totals"]["hbm_bytes"],
                 engine_busy_s={q: ps * 1e-12 for q, ps in window["busy_ps"].items()},
-                peak_flops=peak, hbm_bytes_per_s=bandwidth))
+                peak_flops=peak, hbm_bytes_per_s=bandwidth, comm_s=comm_ps * 1e-12,
+                exposed_comm_s=exposed_ps * 1e-12))
         return steps
 
     def export_chrome_trace(self, path: str, instructions: bool = True) -> str:
         """Writes the Chrome trace JSON (open it in ui.perfetto.dev); returns the path."""
         self._require_finished()
         self._prof.write_chrome_trace(str(path), instructions)
+        # torch.distributed collectives: a "Collectives" track per device (trnsim.distributed.trace)
+        from trnsim.distributed.trace import add_collective_tracks
+        add_collective_tracks(path, self._prof.devices(), self._start_ps, self._end_ps)
         return str(path)
 
     def timeline(self, bins: int = 200) -> dict[str, Any]:

@@ -87,6 +87,10 @@ def summary_text(s: "Summary", top: int = 15) -> str:
                  for st in s.steps]
     out.append(_table(["step", "time", "kind", "model FLOPs", "TensorE FLOPs", "MFU", "HFU", "MBU",
                        "engine utilisation"], step_rows))
+    if any(st.comm_s for st in s.steps):
+        out.append("communication (torch.distributed): " + ", ".join(
+            f"step {st.index} {seconds(st.comm_s)} collectives, {seconds(st.exposed_comm_s)} exposed "
+            f"({100 * st.exposed_comm_s / st.time_s if st.time_s > 0 else 0:.1f}% of the step)" for st in s.steps))
     dma = [st.engine_utilisation for st in s.steps]
     if dma:
         busiest = max((u for u in dma[-1].items() if u[0].startswith("DMA")), key=lambda x: x[1], default=None)

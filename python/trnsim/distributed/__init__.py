@@ -18,10 +18,10 @@ from trnsim.distributed.clock import CollectiveRecord, CommQueue
 from trnsim.distributed.cost import CollectiveCost, collective_cost, peak_busbw
 from trnsim.distributed.topology import Topology, default_topology, load_topology, preset_names
 from trnsim.distributed.steps import StepStats, timed_step
-from trnsim.distributed.trace import export_chrome_trace, merge_chrome_traces
+from trnsim.distributed.trace import export_chrome_trace, merge_chrome_traces, merge_profile_traces
 
 __all__ = ["CollectiveCost", "CollectiveRecord", "Topology", "collective_cost", "collective_log", "default_topology",
-           "export_chrome_trace", "merge_chrome_traces", "load_topology", "peak_busbw", "preset_names", "register", "reset_collective_log", "wait_collectives", "exposed_comm_ps", "StepStats",
+           "export_chrome_trace", "merge_chrome_traces", "merge_profile_traces", "load_topology", "peak_busbw", "preset_names", "register", "reset_collective_log", "wait_collectives", "exposed_comm_ps", "StepStats",
            "timed_step"]
 
 BACKEND_NAME = "neuron"

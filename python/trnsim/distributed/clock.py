@@ -14,7 +14,7 @@ Time the device spends waiting for communication is the *exposed* communication.
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 
 @dataclass(frozen=True)
@@ -30,6 +30,7 @@ class CollectiveRecord:
     start_ps: int
     end_ps: int
     busbw: float          # bytes/s
+    device: int = -1      # the rank's device (set by CommQueue.finish)
 
     @property
     def wait_ps(self) -> int:
@@ -48,6 +49,7 @@ class CommQueue:
         self._lock = threading.Lock()
         self.records: list[CollectiveRecord] = []
         self.exposed_ps: dict[int, int] = {}      # per device: time it waited for communication
+        self.exposed_spans: list[tuple[int, int, int]] = []   # (device, from ps, to ps) of each such wait
 
     def arrival(self, device: int, async_op: bool) -> int:
         """When this rank's collective is ready to start: its inputs are ready (the device's
@@ -58,6 +60,7 @@ class CommQueue:
             return max(ready, self._free_ps.get(device, 0))
 
     def finish(self, device: int, record: CollectiveRecord, async_op: bool) -> None:
+        record = replace(record, device=device)
         with self._lock:
             self._free_ps[device] = max(self._free_ps.get(device, 0), record.end_ps)
             self.records.append(record)
@@ -82,6 +85,7 @@ class CommQueue:
         if end_ps > device_ps:
             with self._lock:
                 self.exposed_ps[device] = self.exposed_ps.get(device, 0) + end_ps - device_ps
+                self.exposed_spans.append((device, device_ps, end_ps))
         self._hooks.block_until(device, end_ps)
 
 
