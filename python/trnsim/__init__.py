@@ -20,12 +20,16 @@ if "TRNSIM_CONFIG_DIR" not in os.environ:
     if _chip_config_dir is not None:
         os.environ["TRNSIM_CONFIG_DIR"] = str(_chip_config_dir)
 
+from trnsim.instance import apply_environment as _apply_instance  # noqa: E402
+
+_apply_instance()   # TRNSIM_INSTANCE: the chip and how many of them (trnsim/instance.py)
+
 from trnsim import _core  # noqa: E402  (needs TRNSIM_CONFIG_DIR set first)
 
 __version__ = _core.version()
 
 from trnsim.profiler import profile  # noqa: E402,F401  (trnsim.profile(): the profiler)
-from trnsim.timing import is_timing_only, timing_only  # noqa: E402,F401  (timing-only mode)
+from trnsim.timing_only_mode import is_timing_only, timing_only  # noqa: E402,F401  (timing-only mode)
 
 
 def _autoload() -> None:
