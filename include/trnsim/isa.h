@@ -151,6 +151,7 @@ enum class CostKind : uint8_t {
 constexpr int kMaxOperandSlots = static_cast<int>(OperandSlot::count_);
 
 struct OpcodeInfo {
+    stream_aggregate,  // bn_aggr: 13 cycles per (count, mean, M2) triple, MIN_II floor
     const char* name;
     uint32_t engines;     // ENG_* mask
     WorkKind work;

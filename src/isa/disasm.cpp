@@ -84,6 +84,14 @@ void write_fields(std::ostringstream& os, const Instruction& ins) {
             }
             return;
         case Opcode::tensor_tensor_scan:
+            if (ins.reduce != ReduceOp::none) os << " reduce=" << reduce_text(ins.reduce);
+            return;
+        case Opcode::scalar_tensor_tensor:
+            os << " op0=" << alu_text(ins.alu0);
+            if (!flag(F_S0_AP)) os << " s0=" << num_text(ins.imm0);
+            if (flag(F_REVERSE0)) os << " reverse0";
+            os << " op1=" << alu_text(ins.alu1);
+            if (flag(F_REVERSE1)) os << " reverse1";
             os << " op0=" << alu_text(ins.alu0) << " op1=" << alu_text(ins.alu1);
             if (!flag(F_S1_AP)) os << " initial=" << num_text(ins.imm0);
             return;
@@ -118,6 +126,8 @@ void write_fields(std::ostringstream& os, const Instruction& ins) {
         case Opcode::nc_find_index8:
         case Opcode::barrier:
         case Opcode::count_: return;
+        case Opcode::bn_stats:
+        case Opcode::bn_aggr:
     }
 }
 

@@ -331,6 +331,17 @@ private:
             case Opcode::max8:
             case Opcode::nc_find_index8:
             case Opcode::nc_match_replace8: return check_top8();
+            case Opcode::scalar_tensor_tensor:
+                check_same_shape("dst", ins_.dst, "src0", ins_.src0);
+                check_same_shape("dst", ins_.dst, "src1", ins_.src1);
+                if (uses_flag(F_S0_AP)) check_scalar_operand("src2 (s0)", ins_.src2, false);
+                for (AluOp op : {ins_.alu0, ins_.alu1})
+                    if (is_bitwise(op)) fail("alu op ", alu_op_name(op), " is bitwise (arithmetic ops only)");
+                if (ins_.src0.space == MemSpace::PSUM && ins_.src1.space == MemSpace::PSUM)
+                    fail("src0 and src1 (operand1) both in PSUM (at most one tensor input may be)");
+                return;
+            case Opcode::bn_stats:
+            case Opcode::bn_aggr: return check_bn();
             case Opcode::int_alu:
             case Opcode::int_reduce:
             case Opcode::int_scan: return check_int();
@@ -451,6 +462,11 @@ private:
 
     void check_tensor_scalar() const {
         check_same_shape("dst", ins_.dst, "src0", ins_.src0);
+        if (ins_.reduce != ReduceOp::none) {
+            if (ins_.engine != Engine::Vector) fail("a reduce (tensor_scalar_reduce) runs on the Vector engine only");
+            if (ins_.acc.partitions != ins_.src0.partitions || ins_.acc.free_elems() != 1)
+                fail("acc must be [", ins_.src0.partitions, ", 1] (reduce accumulator)");
+        }
         if (uses_flag(F_S0_AP)) check_scalar_operand("src1 (s0)", ins_.src1, is_bitwise(ins_.alu0));
         if (uses_flag(F_S1_AP)) check_scalar_operand("src2 (s1)", ins_.src2, is_bitwise(ins_.alu1));
         for (AluOp op : {ins_.alu0, ins_.alu1}) {
@@ -493,6 +509,23 @@ private:
                 }
                 return;
         }
+    }
+
+    // bn_stats: data src0 [P, 1..512 (bn_stats_fmax)] into dst [P, 6]; bn_aggr: src0 [P, 3k] triples
+    // into dst [P, 2] (mean, variance).
+    void check_bn() const {
+        constexpr uint64_t kBnStatsFmax = 512;
+        const AccessPattern& data = ins_.src0;
+        const uint64_t n = data.free_elems();
+        const bool stats = ins_.op == Opcode::bn_stats;
+        if (stats && (n < 1 || n > kBnStatsFmax))
+            fail("src0 (data) free elements ", n, " must be 1..", kBnStatsFmax, " (bn_stats_fmax)");
+        if (!stats && (n == 0 || n % 3 != 0))
+            fail("src0 (data) free elements ", n, " must be a multiple of 3 ((count, mean, M2) triples)");
+        if (ins_.dst.partitions != data.partitions)
+            fail("dst partitions ", ins_.dst.partitions, " != src0 partitions ", data.partitions, " (shape mismatch)");
+        const uint64_t want = stats ? 6 : 2;
+        if (ins_.dst.free_elems() != want) fail("dst free elements ", ins_.dst.free_elems(), " must be ", want);
     }
 
     void check_tensor_reduce() const {

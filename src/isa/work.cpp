@@ -96,6 +96,7 @@ uint64_t instruction_hbm_bytes(const Instruction& ins) {
         case CostKind::stream_fill:
         case CostKind::stream_two_pass:
         case CostKind::stream_data:
+        case CostKind::stream_aggregate:
         case CostKind::int_words: return 0;
     }
     return 0;

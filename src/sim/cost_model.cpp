@@ -10,8 +10,9 @@
 //                         instruction waited, i.e. the engine was idle before it) and a turnaround
 //                         when it depends on its predecessor
 //                         tensor_tensor_scan max(MIN_II, 2N); max8, nc_find_index8 N (no MIN_II floor);
-//                         nc_match_replace8 max(MIN_II, N); at least cross_partition_cycles_per_elem
-//                         x N when the destination starts on another partition than the source
+//                         nc_match_replace8, bn_stats max(MIN_II, N); bn_aggr max(MIN_II, 13N/3);
+//                         at least cross_partition_cycles_per_elem x N when the destination starts
+//                         on another partition than the source
 //   GpSimd                fixed start (~150) + N
 //                         integer instructions (int_alu/int_reduce/int_scan): N x the 32-bit word
 //                         operations one element takes on the GpSimd's integer ALUs (int_word_ops;
@@ -122,6 +123,10 @@ double stream_cycles(const Instruction& ins, const StreamEngineConfig& eng, bool
         case CostKind::stream_two_pass: c = std::max(min_ii, 2 * n / rate); break;
         // Published as N cycles, N = elements per partition of the data read (no MIN_II floor).
         case CostKind::stream_data: c = static_cast<double>(ins.src0.free_elems()) / rate; break;
+        // Published as max(MIN_II, 13 * N / 3), N = elements per partition of the triples read.
+        case CostKind::stream_aggregate:
+            c = std::max(min_ii, 13.0 * static_cast<double>(ins.src0.free_elems()) / 3.0 / rate);
+            break;
         case CostKind::int_words: {
             n = static_cast<double>(std::max(ins.dst.free_elems(), ins.src0.free_elems()));
             c = std::max(min_ii, int_word_ops(ins) * n / rate);
