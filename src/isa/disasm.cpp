@@ -82,8 +82,6 @@ void write_fields(std::ostringstream& os, const Instruction& ins) {
                 if (!flag(F_S1_AP)) os << " s1=" << num_text(ins.imm1);
                 if (flag(F_REVERSE1)) os << " reverse1";
             }
-            return;
-        case Opcode::tensor_tensor_scan:
             if (ins.reduce != ReduceOp::none) os << " reduce=" << reduce_text(ins.reduce);
             return;
         case Opcode::scalar_tensor_tensor:
@@ -92,6 +90,8 @@ void write_fields(std::ostringstream& os, const Instruction& ins) {
             if (flag(F_REVERSE0)) os << " reverse0";
             os << " op1=" << alu_text(ins.alu1);
             if (flag(F_REVERSE1)) os << " reverse1";
+            return;
+        case Opcode::tensor_tensor_scan:
             os << " op0=" << alu_text(ins.alu0) << " op1=" << alu_text(ins.alu1);
             if (!flag(F_S1_AP)) os << " initial=" << num_text(ins.imm0);
             return;
@@ -124,10 +124,10 @@ void write_fields(std::ostringstream& os, const Instruction& ins) {
         case Opcode::dma_scatter:
         case Opcode::max8:
         case Opcode::nc_find_index8:
-        case Opcode::barrier:
-        case Opcode::count_: return;
         case Opcode::bn_stats:
         case Opcode::bn_aggr:
+        case Opcode::barrier:
+        case Opcode::count_: return;
     }
 }
 
