@@ -145,13 +145,13 @@ enum class CostKind : uint8_t {
     stream_fill,     // memset: halved for 2-byte zero fills
     stream_two_pass, // select, tensor_tensor_scan: 2N
     stream_data,     // max8, nc_find_index8: N, no MIN_II floor
+    stream_aggregate,  // bn_aggr: 13 cycles per (count, mean, M2) triple, MIN_II floor
     int_words,       // GpSimd integer instructions: N x the 32-bit word operations per element
 };
 
 constexpr int kMaxOperandSlots = static_cast<int>(OperandSlot::count_);
 
 struct OpcodeInfo {
-    stream_aggregate,  // bn_aggr: 13 cycles per (count, mean, M2) triple, MIN_II floor
     const char* name;
     uint32_t engines;     // ENG_* mask
     WorkKind work;
