@@ -58,16 +58,22 @@ void launch_reduce(ops::Reduce op, const at::Tensor& out, const at::Tensor& in, 
     });
 }
 
+// A sum or mean over no elements is 0 or NaN (0 / 0), as on the CPU: a fill, no reduction kernel.
+at::Tensor& fill_empty_reduction(ops::Reduce op, at::Tensor& out) {
+    if (out.numel() > 0) out.fill_(op == ops::Reduce::sum ? 0.0 : std::nan(""));
+    return out;
+}
+
 // sum / mean over dims, accumulating in fp32, result in 'dtype' (default: self's).
 template <ops::Reduce Op, class FallbackOp>
 at::Tensor sum_mean(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
                     std::optional<c10::ScalarType> dtype) {
     if (at::Tensor r; Op == ops::Reduce::sum && integer::sum(self, dim, keepdim, dtype, r)) return r;
     const c10::ScalarType dt = dtype.value_or(self.scalar_type());
-    if (!float_tensors({&self}) || !is_kernel_float(dt) || self.numel() == 0)
-        return run_fallback<FallbackOp>(self, dim, keepdim, dtype);
+    if (!float_tensors({&self}) || !is_kernel_float(dt)) return run_fallback<FallbackOp>(self, dim, keepdim, dtype);
     const auto dims = reduced_dims(self, dim);
     at::Tensor out = at::empty(reduced_shape(self, dims, keepdim), self.options().dtype(dt));
+    if (self.numel() == 0) return fill_empty_reduction(Op, out);
     launch_reduce(Op, out, self, dims);
     return out;
 }
@@ -76,10 +82,11 @@ template <ops::Reduce Op, class FallbackOp>
 at::Tensor& sum_mean_out(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
                          std::optional<c10::ScalarType> dtype, at::Tensor& out) {
     const c10::ScalarType dt = dtype.value_or(self.scalar_type());
-    if (!float_tensors({&self, &out}) || !is_kernel_float(dt) || out.scalar_type() != dt || self.numel() == 0)
+    if (!float_tensors({&self, &out}) || !is_kernel_float(dt) || out.scalar_type() != dt)
         return run_fallback<FallbackOp>(self, dim, keepdim, dtype, out);
     const auto dims = reduced_dims(self, dim);
     at::native::resize_output(out, reduced_shape(self, dims, keepdim));
+    if (self.numel() == 0) return fill_empty_reduction(Op, out);
     launch_reduce(Op, out, self, dims);
     return out;
 }
@@ -168,6 +175,16 @@ at::Tensor var_std(const at::Tensor& self, at::OptionalIntArrayRef dim, const st
     return out;
 }
 
+// var_mean / std_mean: the var (or std) kernel and the mean kernel over the same dims.
+template <bool Sqrt, class VarOp, class FallbackOp>
+std::tuple<at::Tensor, at::Tensor> var_std_mean(const at::Tensor& self, at::OptionalIntArrayRef dim,
+                                                const std::optional<c10::Scalar>& correction, bool keepdim) {
+    if (!float_tensors({&self}) || self.numel() == 0 || self.dim() == 0)
+        return run_fallback<FallbackOp>(self, dim, correction, keepdim);
+    return {var_std<Sqrt, VarOp>(self, dim, correction, keepdim),
+            sum_mean<ops::Reduce::mean, at::_ops::mean_dim>(self, dim, keepdim, std::nullopt)};
+}
+
 // out (0-dim f32) = 2-norm of every element of 'ts'.
 void launch_total_norm(const at::Tensor& out, c10::ArrayRef<at::Tensor> ts) {
     Launch l("total_norm");
@@ -223,6 +240,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     m.impl("argmin", arg_max_min<ops::Reduce::min, at::_ops::argmin>);
     m.impl("var.correction", var_std<false, at::_ops::var_correction>);
     m.impl("std.correction", var_std<true, at::_ops::std_correction>);
+    m.impl("var_mean.correction", var_std_mean<false, at::_ops::var_correction, at::_ops::var_mean_correction>);
+    m.impl("std_mean.correction", var_std_mean<true, at::_ops::std_correction, at::_ops::std_mean_correction>);
     m.impl("linalg_vector_norm", linalg_vector_norm);
     m.impl("_foreach_norm.Scalar", foreach_norm);
 }

@@ -1,0 +1,57 @@
+// native_group_norm_backward on neuron. The forward is PyTorch's own composition (math_group_norm:
+// var_mean, sub, mul on the device's kernels); its backward has CPU and CUDA kernels only, so here it is
+// composed of the device's reductions and elementwise kernels, in fp32, per group of C / G channels
+// over the batch row n:
+//   x^ = (x - mean) rstd,   dgamma[c] = sum_{n, hw} dy x^,   dbeta[c] = sum_{n, hw} dy,
+//   dx = rstd (dy gamma - mean_g(dy gamma) - x^ mean_g(dy gamma x^))
+#include <ATen/ATen.h>
+#include <torch/library.h>
+
+#include <array>
+#include <tuple>
+
+#include "aten/native/util.h"
+
+namespace trnsim::neuron {
+namespace {
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> native_group_norm_backward(
+    const at::Tensor& grad_out, const at::Tensor& input, const at::Tensor& mean, const at::Tensor& rstd,
+    const std::optional<at::Tensor>& weight, c10::SymInt N, c10::SymInt C, c10::SymInt HxW, int64_t group,
+    std::array<bool, 3> mask) {
+    const at::Tensor* gamma = defined_or_null(weight);
+    const bool native = float_tensors({&grad_out, &input, &mean, &rstd}) && (!gamma || float_tensors({gamma})) &&
+                        group > 0 && C.expect_int() % group == 0 && grad_out.sizes() == input.sizes();
+    if (!native)
+        return run_fallback_symint<at::_ops::native_group_norm_backward>(grad_out, input, mean, rstd, weight, N, C,
+                                                                         HxW, group, mask);
+    const int64_t n = N.expect_int(), c = C.expect_int(), hw = HxW.expect_int(), g = group, d = c / group;
+    const at::TensorOptions param = input.options().dtype(gamma ? gamma->scalar_type() : input.scalar_type());
+    at::Tensor grad_input, grad_weight, grad_bias;
+    if (n * c * hw == 0) {   // nothing to normalise: zero gradients, as the CPU gives
+        if (mask[0]) grad_input = at::zeros(input.sizes(), input.options());
+        if (mask[1]) grad_weight = at::zeros({c}, param);
+        if (mask[2]) grad_bias = at::zeros({c}, param);
+        return {grad_input, grad_weight, grad_bias};
+    }
+    const at::Tensor dy = grad_out.to(at::kFloat).reshape({n, g, d, hw});
+    const at::Tensor r = rstd.to(at::kFloat).reshape({n, g, 1, 1});
+    const at::Tensor xhat = input.to(at::kFloat).reshape({n, g, d, hw}).sub(mean.to(at::kFloat).reshape({n, g, 1, 1})).mul_(r);
+    if (mask[1]) grad_weight = dy.mul(xhat).sum({0, 3}).reshape({c}).to(param.dtype().toScalarType());
+    if (mask[2]) grad_bias = dy.sum({0, 3}).reshape({c}).to(param.dtype().toScalarType());
+    if (mask[0]) {
+        const at::Tensor dxhat = gamma ? dy.mul(gamma->to(at::kFloat).reshape({1, g, d, 1})) : dy;
+        const at::Tensor a = dxhat.mean({2, 3}, /*keepdim=*/true);
+        const at::Tensor b = dxhat.mul(xhat).mean({2, 3}, /*keepdim=*/true);
+        grad_input = dxhat.sub(a).sub_(xhat.mul(b)).mul_(r).reshape(input.sizes()).to(input.scalar_type());
+    }
+    return {grad_input, grad_weight, grad_bias};
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+    m.impl("native_group_norm_backward", native_group_norm_backward);
+}
+
+}  // namespace trnsim::neuron
