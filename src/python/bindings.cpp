@@ -1,4 +1,5 @@
-// The `trnsim._core` extension module: Python bindings of the C++ simulator.
+// The `trnsim._core` extension module: Python bindings of the C++ simulator, torch-free: chips,
+// enums, the kernel builder and devices, and the profiler (_profiler).
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -12,7 +13,9 @@
 namespace py = pybind11;
 
 namespace trnsim {
-void register_kernel_bindings(py::module_& m);  // kernel_bindings.cpp
+void register_kernel_bindings(py::module_& m);    // kernel_bindings.cpp
+void register_enum_bindings(py::module_& m);      // enum_bindings.cpp
+void register_profiler_bindings(py::module_& m);  // profiler_bindings.cpp
 }
 
 namespace {
@@ -59,5 +62,7 @@ PYBIND11_MODULE(_core, m) {
     m.def("chip_info", &chip_info, py::arg("name_or_path"),
           "Derived numbers of a chip preset or YAML file (peaks per physical NeuronCore and per chip).");
     py::register_exception<trnsim::ConfigError>(m, "ConfigError", PyExc_ValueError);
+    trnsim::register_enum_bindings(m);
     trnsim::register_kernel_bindings(m);
+    trnsim::register_profiler_bindings(m);
 }

@@ -1,6 +1,7 @@
-// `trnsim._core` bindings of the kernel builder, programs and one simulated NeuronCore, for kernel
-// front ends written in Python (trnsim.nki). Deliberately low level and torch-free: an access
-// pattern is a plain tuple, enums are integers (their names come from isa_names()), and an
+// `trnsim._core` bindings of the kernel builder, programs, one simulated NeuronCore and a device,
+// for kernel front ends written in Python (trnsim.nki) and torch-free profiles. Deliberately low
+// level and torch-free: an access pattern is a plain tuple, enums are integers (their names come
+// from isa_names(), or the enums of enum_bindings.cpp), and an
 // instruction is emitted through KernelBuilder::emit with its fields as keyword arguments, so
 // that new lowerings in Python never need a new binding.
 #include <pybind11/numpy.h>
@@ -8,11 +9,13 @@
 #include <pybind11/stl.h>
 
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "kernels/common.h"   // fidelity/kernels: the DMA lowering of NKI's loads and stores
 #include "trnsim/kernel.h"
+#include "trnsim/runtime.h"
 #include "trnsim/sim.h"
 #include "trnsim/tiling.h"
 
@@ -101,6 +104,25 @@ py::dict chip_layout(const std::string& chip) {
     return d;
 }
 
+void check_args(const Program& prog, const std::vector<uint64_t>& args) {
+    if (args.size() != prog.num_args())
+        throw py::value_error("program " + prog.name + " takes " + std::to_string(prog.num_args()) +
+                              " arguments, got " + std::to_string(args.size()));
+}
+
+// A run's RunStats: times in ps, busy_ps per queue.
+py::dict run_stats_dict(const RunStats& s) {
+    py::dict d;
+    d["start_ps"] = s.start_ps;
+    d["end_ps"] = s.end_ps;
+    d["instructions"] = s.instructions;
+    d["flops"] = s.flops;
+    d["matmul_flops"] = s.matmul_flops;
+    d["hbm_bytes"] = s.hbm_bytes;
+    d["busy_ps"] = std::vector<int64_t>(s.busy_ps.begin(), s.busy_ps.end());
+    return d;
+}
+
 // One simulated NeuronCore with its own HBM, for running finished programs on.
 class PyCore {
 public:
@@ -121,23 +143,14 @@ public:
     }
 
     py::dict run(const Program& prog, const std::vector<uint64_t>& args, bool with_records) {
-        if (args.size() != prog.num_args())
-            throw py::value_error("program " + prog.name + " takes " + std::to_string(prog.num_args()) +
-                                  " arguments, got " + std::to_string(args.size()));
+        check_args(prog, args);
         std::vector<InstrRecord> records;
         RunStats s;
         {
             py::gil_scoped_release release;
             s = core_.run(prog, with_records ? &records : nullptr, args.data(), args.size());
         }
-        py::dict d;
-        d["start_ps"] = s.start_ps;
-        d["end_ps"] = s.end_ps;
-        d["instructions"] = s.instructions;
-        d["flops"] = s.flops;
-        d["matmul_flops"] = s.matmul_flops;
-        d["hbm_bytes"] = s.hbm_bytes;
-        d["busy_ps"] = std::vector<int64_t>(s.busy_ps.begin(), s.busy_ps.end());
+        py::dict d = run_stats_dict(s);
         if (with_records) d["records"] = records_to_numpy(records);
         return d;
     }
@@ -306,6 +319,34 @@ void register_kernel_bindings(py::module_& m) {
              "per queue) and, with records=True, one record per instruction as numpy arrays.")
         .def_property_readonly("timing_only", &PyCore::timing_only)
         .def_property_readonly("hbm_size", &PyCore::hbm_size);
+
+    // What a trnsim._core._profiler.Profiler records; compiled graphs' programs run on it too
+    // (CompiledGraph.program).
+    py::class_<Device>(m, "Device", "A simulated device: one NeuronCore, its HBM allocator and its clock.")
+        .def(py::init([](const std::string& chip, int index, bool timing_only) {
+                 return std::make_unique<Device>(load_chip(chip), index,
+                                                 timing_only ? ExecMode::TimingOnly : ExecMode::Functional);
+             }),
+             py::arg("chip"), py::arg("index") = 0, py::arg("timing_only") = true)
+        .def_property_readonly("index", &Device::index)
+        .def_property_readonly("chip", [](const Device& d) { return d.chip().name; })
+        .def_property_readonly("timing_only", [](const Device& d) { return d.mode() == ExecMode::TimingOnly; })
+        .def_property_readonly("now_ps", &Device::now_ps, "Device time at which everything run so far has finished.")
+        .def("allocate", [](Device& d, uint64_t bytes) { return d.allocator().allocate(bytes); }, py::arg("nbytes"),
+             "Allocates HBM; returns its device address.")
+        .def("release", [](Device& d, uint64_t addr) { d.allocator().release(addr); }, py::arg("addr"))
+        .def("launch",
+             [](Device& d, const Program& prog, const std::vector<uint64_t>& args) {
+                 check_args(prog, args);
+                 RunStats s;
+                 {
+                     py::gil_scoped_release release;
+                     s = d.launch(prog, args);
+                 }
+                 return run_stats_dict(s);
+             },
+             py::arg("program"), py::arg("args"),
+             "Runs a program after everything launched before (arguments: HBM addresses); returns its RunStats.");
 }
 
 }  // namespace trnsim

@@ -18,6 +18,8 @@ from typing import Any, Callable
 import torch
 import torch.fx
 
+from trnsim import _core
+
 aten = torch.ops.aten
 prims = torch.ops.prims
 
@@ -28,13 +30,16 @@ DTYPES = {
 }
 TORCH_DTYPES = {v: k for k, v in DTYPES.items()}
 
-# Enum orders of trnsim::ops (include/trnsim/ops.h): the IR carries these indices.
-UNARY = ["identity", "neg", "abs", "exp", "log", "sqrt", "rsqrt", "reciprocal", "sigmoid", "tanh", "relu", "gelu",
-         "gelu_tanh", "silu", "sin", "cos", "erf", "square", "sign", "softplus", "logical_not"]
-BINARY = ["add", "sub", "mul", "div", "maximum", "minimum", "pow", "fmod", "eq", "ne", "lt", "le", "gt", "ge",
-          "logical_and", "logical_or", "logical_xor", "bitwise_and", "bitwise_or", "bitwise_xor"]
-REDUCE = ["sum", "mean", "max", "min"]
-ACTIVATION_GRAD = ["gelu", "gelu_tanh", "silu", "sigmoid", "tanh", "threshold"]
+
+def _codes(enum) -> dict[str, int]:
+    return {name: int(value) for name, value in enum.__members__.items()}
+
+
+# The operator library's codes that the IR carries in i0 (include/trnsim/ops/*.h, bound by trnsim._core.ops).
+UNARY = _codes(_core.ops.Unary)
+BINARY = _codes(_core.ops.Binary)
+REDUCE = _codes(_core.ops.Reduce)
+ACTIVATION_GRAD = _codes(_core.ops.ActivationGrad)
 
 
 class Unsupported(Exception):
@@ -295,7 +300,7 @@ def _arg(node, i, name, default=None):
 
 def _unary(name):
     def lower(t: Translator, node):
-        return t.add("unary", [t.ir(node.args[0])], [t.out1(node)], i0=UNARY.index(name))[0]
+        return t.add("unary", [t.ir(node.args[0])], [t.out1(node)], i0=UNARY[name])[0]
     return lower
 
 
@@ -313,7 +318,7 @@ for _target, _name in [
 def _gelu(t, node):
     approximate = _arg(node, 1, "approximate", "none")
     return t.add("unary", [t.ir(node.args[0])], [t.out1(node)],
-                 i0=UNARY.index("gelu_tanh" if approximate == "tanh" else "gelu"))[0]
+                 i0=UNARY["gelu_tanh" if approximate == "tanh" else "gelu"])[0]
 
 
 def _is_number(x) -> bool:
@@ -327,12 +332,12 @@ def _binary(name, has_alpha=False):
         out = t.out1(node)
         if _is_number(b):
             s = float(b) * float(alpha)
-            return t.add("binary_scalar", [t.ir(a)], [out], i0=BINARY.index(name), f0=s)[0]
+            return t.add("binary_scalar", [t.ir(a)], [out], i0=BINARY[name], f0=s)[0]
         if _is_number(a):
             if alpha != 1:
                 raise Unsupported("alpha with a scalar first operand")
-            return t.add("binary_scalar", [t.ir(b)], [out], i0=BINARY.index(name), f0=float(a), i1=1)[0]
-        return t.add("binary", [t.ir(a), t.ir(b)], [out], i0=BINARY.index(name), f0=float(alpha))[0]
+            return t.add("binary_scalar", [t.ir(b)], [out], i0=BINARY[name], f0=float(a), i1=1)[0]
+        return t.add("binary", [t.ir(a), t.ir(b)], [out], i0=BINARY[name], f0=float(alpha))[0]
     return lower
 
 
@@ -373,7 +378,7 @@ def _clamp(t, node):
             continue
         if not _is_number(bound) or math.isnan(float(bound)):
             raise Unsupported("clamp bound")
-        x = t.add("binary_scalar", [x], [out], i0=BINARY.index(name), f0=float(bound))[0]
+        x = t.add("binary_scalar", [x], [out], i0=BINARY[name], f0=float(bound))[0]
     return x
 
 
@@ -602,7 +607,7 @@ def _reduce(kind):
             dims = list(range(rank))
         elif not isinstance(dims, (list, tuple)):
             dims = [dims]
-        return t.add("reduce", [x], [t.out1(node)], i0=REDUCE.index(kind), dims=[d % max(rank, 1) for d in dims])[0]
+        return t.add("reduce", [x], [t.out1(node)], i0=REDUCE[kind], dims=[d % max(rank, 1) for d in dims])[0]
     return lower
 
 
@@ -672,7 +677,7 @@ def _activation_grad(kind_of):
     def lower(t, node):
         grad, x = t.ir(node.args[0]), t.ir(node.args[1])
         kind, threshold = kind_of(node)
-        return t.add("activation_backward", [grad, x], [t.out1(node)], i0=ACTIVATION_GRAD.index(kind),
+        return t.add("activation_backward", [grad, x], [t.out1(node)], i0=ACTIVATION_GRAD[kind],
                      f0=float(threshold))[0]
     return lower
 
