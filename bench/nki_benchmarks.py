@@ -12,6 +12,9 @@ Prints `BENCH <name> <value> <unit>` lines:
                                 held to 25%): signed relative error of the latency, percent
   nki_flash_fwd_1024x128_us     examples/nki/flash_attention.py, one head, seq 1024, d 128, bf16, trn2
   nki_flash_bwd_1024x128_us     examples/nki/flash_attention_bwd.py on the same shapes
+  nki_layernorm_1000x4096_us    examples/nki/layernorm.py, 1000 rows of 4096, fp32, trn2: statistics
+                                from two Scalar-engine passes with their reduce outputs
+  nki_layernorm_bn_1000x4096_us the same with bn_stats / bn_aggr and scalar_tensor_tensor
 """
 
 import importlib.util
@@ -56,6 +59,12 @@ def main() -> None:
     run = nki.benchmark(load_example("flash_attention_bwd").flash_bwd, *qk, rows, rows, d ** -0.5, chip="trn2",
                         records=False)
     print(f"BENCH nki_flash_bwd_1024x128_us {run.time_us:.1f} us")
+
+    layernorm = load_example("layernorm")
+    x, vec = nki.spec((1000, 4096), "float32"), nki.spec((4096,), "float32")
+    for name, kernel in (("layernorm", layernorm.layernorm_kernel), ("layernorm_bn", layernorm.layernorm_bn_kernel)):
+        run = nki.benchmark(kernel, x, vec, vec, chip="trn2", records=False)
+        print(f"BENCH nki_{name}_1000x4096_us {run.time_us:.1f} us")
 
 
 if __name__ == "__main__":

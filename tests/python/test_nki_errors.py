@@ -86,8 +86,39 @@ def psum_full(a):
 
 
 def test_psum_capacity():
-    raises_at(psum_full, "8 banks", np.zeros(1, np.float32), error=nki.NkiCapacityError,
-              match="PSUM capacity exceeded")
+    e = raises_at(psum_full, "8 banks", np.zeros(1, np.float32), error=nki.NkiCapacityError,
+                  match="PSUM capacity exceeded")
+    assert "8 live buffers" in str(e) and str(e).count("(128, 512) float32 at ") == 8
+
+
+@nki.jit
+def load_256_rows(a):
+    t = nl.load(a)     # a has 256 rows: the loaded tile would have 256 partitions
+
+
+def test_a_load_onto_more_than_128_partitions():
+    raises_at(load_256_rows, "256 partitions", np.zeros((256, 64), np.float32), match="partition dimension 256")
+
+
+@nki.jit
+def scalar_reads_hbm(a):
+    y = nl.exp(a)      # an HBM argument, not loaded
+
+
+def test_compute_engines_cannot_read_hbm():
+    raises_at(scalar_reads_hbm, "nl.exp(a)", np.zeros((128, 64), np.float32),
+              match="Scalar engine cannot access HBM")
+
+
+@nki.jit
+def gpsimd_writes_psum(a):
+    p = nisa.nc_transpose(nl.load(a))
+    nisa.iota(dst=p, expr=nl.arange(128)[:, None] + nl.arange(128)[None, :])   # iota runs on the GpSimd
+
+
+def test_gpsimd_cannot_write_psum():
+    raises_at(gpsimd_writes_psum, "iota runs on", np.zeros((128, 128), np.float32),
+              match="GpSimd engine cannot access PSUM")
 
 
 @nki.jit
@@ -206,9 +237,10 @@ def test_accumulations_and_sequential_loops_are_allowed():
 def masked_matmul(a):
     i_p = nl.arange(128)[:, None]
     t = nl.load(a)
-    r = nl.matmul(t, t, transpose_x=True, mask=(i_p < 100))
+    acc = nl.zeros((64, 64), nl.float32, buffer=nl.psum)
+    acc += nl.matmul(t, t, transpose_x=True, mask=(i_p < 100))
 
 
 def test_masks_a_call_cannot_take_are_refused_not_ignored():
     raises_at(masked_matmul, "mask=", np.zeros((128, 64), np.float32), error=nki.NkiUnsupportedError,
-              match="mask= is not supported on this call")
+              match="indexes no operand of the call")

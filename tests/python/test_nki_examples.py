@@ -93,6 +93,17 @@ def test_layernorm_matches_numpy():
                                rtol=1e-4, atol=1e-4)
 
 
+def test_layernorm_with_bn_stats_matches_numpy():
+    """bn_stats over chunks of 512 (the last one shorter), bn_aggr, two scalar_tensor_tensor."""
+    ln = example("layernorm")
+    x = (rng.standard_normal((130, 1100)) * 3 + 5).astype(np.float32)
+    g, b = rng.standard_normal(1100).astype(np.float32), rng.standard_normal(1100).astype(np.float32)
+    run = nki.simulate(ln.layernorm_bn_kernel, x, g, b)
+    np.testing.assert_allclose(run.outputs, ln.reference(x, g, b), rtol=1e-4, atol=1e-4)
+    vector = run.instruction_counts()["vector (DVE)"]
+    assert vector["bn_stats"] == 2 * 3 and vector["bn_aggr"] == 2 and vector["scalar_tensor_tensor"] == 4
+
+
 @pytest.mark.parametrize("causal", [False, True])
 def test_flash_attention_forward_matches_numpy(causal):
     fa = example("flash_attention")

@@ -58,10 +58,8 @@ class NkiUnsupportedError(NkiError, NotImplementedError):
 
 
 def no_mask(mask) -> None:
-    """mask= on a call whose operands do not share one index grid (matmul, transpose, iota,
-    affine_select, max8...): refused rather than ignored, as a masked op would touch elements the
-    kernel excluded."""
+    """mask= on a call trnsim.nki cannot cut (dma_transpose): refused rather than ignored, as a masked
+    op would touch elements the kernel excluded."""
     if mask is not None:
-        raise NkiUnsupportedError("mask= is not supported on this call by trnsim.nki (only on loads, stores, "
-                                  "elementwise, reduction and copy calls): index the valid region instead "
-                                  "(e.g. t[0:n, :])")
+        raise NkiUnsupportedError("mask= is not supported on this call by trnsim.nki: index the valid region "
+                                  "instead (e.g. t[0:n, :])")

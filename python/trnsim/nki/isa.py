@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import types
 
-from trnsim.nki import dtypes
+from trnsim.nki import dtypes, masking
 from trnsim.nki import lowering as lw
 from trnsim.nki.errors import NkiError, NkiUnsupportedError, no_mask
 from trnsim.nki.masking import masked
@@ -46,15 +46,29 @@ class MatmulResult:
     """nc_matmul's result before it has a PSUM tile: `acc += r` accumulates into acc, any other
     use places it in a new PSUM tile."""
 
-    def __init__(self, stationary: NkiTensor, moving: NkiTensor):
+    def __init__(self, stationary: NkiTensor, moving: NkiTensor, mask=None):
         lw.check_matmul_operands(stationary, moving)
-        self.stationary, self.moving = stationary, moving
+        self.stationary, self.moving, self.mask = stationary, moving, mask
         self.shape = (stationary.free_size, moving.free_size)
         self.dtype = dtypes.float32
         self._tile = None
 
     def write_into(self, dst: NkiTensor, accumulate) -> None:
-        lw.matmul(dst, self.stationary, self.moving, accumulate)
+        if self.mask is None:
+            lw.matmul(dst, self.stationary, self.moving, accumulate)
+            return
+        st, mv = self.stationary, self.moving
+        groups = []
+        if st.pidx >= 0 and mv.pidx >= 0:
+            groups.append([(1, st.pidx), (2, mv.pidx)])                               # K, the contraction
+        if len(st.free_shape) == 1:
+            groups.append([(1, st.pidx + 1)] + ([(0, dst.pidx)] if dst.pidx >= 0 else []))   # M
+        same_n = tuple(dst.free_shape) == tuple(mv.free_shape)
+        for j in range(len(mv.free_shape)):                                           # N
+            groups.append([(2, mv.pidx + 1 + j)] + ([(0, dst.pidx + 1 + j)] if same_n else []))
+        (dst, st, mv), live = masking.cut_linked("nc_matmul", self.mask, [dst, st, mv], groups)
+        if live:
+            lw.matmul(dst, st, mv, accumulate)
 
     def materialize(self) -> NkiTensor:
         if self._tile is None:
@@ -71,7 +85,9 @@ class MatmulResult:
 
 def nc_matmul(*args, is_stationary_onezero=False, is_moving_onezero=False, is_transpose=False, mask=None,
               accumulate=None, tile_position=(), tile_size=(), perf_mode=None, **kwargs):
-    no_mask(mask)
+    """stationary.T @ moving into PSUM. mask= bounds the index variables the operands are indexed with
+    (the contraction dim, M on the stationary operand or the output's partitions, N on the moving
+    operand or the output's free dim); only the kept block of the result is written."""
     dst, args = _split_dst(args, kwargs, 2)
     stationary = kwargs.pop("stationary", None) if len(args) < 1 else args[0]
     moving = kwargs.pop("moving", None) if len(args) < 2 else args[1]
@@ -79,7 +95,7 @@ def nc_matmul(*args, is_stationary_onezero=False, is_moving_onezero=False, is_tr
         raise NkiUnsupportedError("nc_matmul(is_transpose=True): use nisa.nc_transpose")
     if tile_position:
         raise NkiUnsupportedError("nc_matmul tile_position (TensorE row/column tiling) is not modelled")
-    r = MatmulResult(lw.as_tile(stationary), lw.as_tile(moving))
+    r = MatmulResult(lw.as_tile(stationary), lw.as_tile(moving), mask)
     if dst is None:
         return r
     r.write_into(dst, accumulate)
@@ -87,13 +103,22 @@ def nc_matmul(*args, is_stationary_onezero=False, is_moving_onezero=False, is_tr
 
 
 def nc_transpose(*args, mask=None, dtype=None, engine=None, **kwargs):
-    no_mask(mask)
+    """data [P, F] transposed to [F, P]; mask= bounds index variables of data or of dst (a partition
+    condition on one side is a free-dim condition on the other)."""
     dst, args = _split_dst(args, kwargs, 1)
     data = lw.as_tile(args[0] if args else kwargs.pop("data"))
     p, f = data.partitions, data.free_size
     eng = engine or ("Vector" if data.st.buffer != "sbuf" and p <= 32 and f <= 32 else "Tensor")
     out = lw.output(dst, (f, p), dtype or data.dtype, "psum" if eng == "Tensor" else "sbuf")
-    lw.transpose(out, data, eng)
+    if mask is None:
+        lw.transpose(out, data, eng)
+        return out
+    if len(data.free_shape) != 1 or len(out.free_shape) != 1 or data.pidx < 0 or out.pidx < 0:
+        raise NkiUnsupportedError("mask= on nc_transpose takes [P, F] tiles (one free dim on each side)")
+    groups = [[(0, data.pidx), (1, out.pidx + 1)], [(0, data.pidx + 1), (1, out.pidx)]]
+    (src, cut_out), live = masking.cut_linked("nc_transpose", mask, [data, out], groups)
+    if live:
+        lw.transpose(cut_out, src, eng)
     return out
 
 
@@ -204,8 +229,8 @@ def memset(*args, mask=None, engine=None, **kwargs):
     return out
 
 
+@masked
 def iota(*args, mask=None, dtype=None, **kwargs):
-    no_mask(mask)
     dst, args = _split_dst(args, kwargs, 1 if dtype is not None else 2)
     expr = args[0] if args else kwargs.pop("expr")
     if dtype is None and len(args) > 1:
@@ -213,12 +238,12 @@ def iota(*args, mask=None, dtype=None, **kwargs):
     if not isinstance(expr, AffineExpr):
         raise NkiError("nisa.iota takes an index expression built from nl.arange / nl.mgrid")
     out = lw.output(dst, expr.shape if len(expr.shape) > 1 else expr.shape + (1,), dtype or dtypes.int32)
-    lw.emit("iota", "GpSimd", out, affine=lw.affine_fields(expr))
+    lw.emit("iota", "GpSimd", out, affine=masking.shifted(lw.affine_fields(expr)))
     return out
 
 
+@masked
 def affine_select(*args, dtype=None, mask=None, **kwargs):
-    no_mask(mask)
     dst, args = _split_dst(args, kwargs, 3)
     pred = args[0] if args else kwargs.pop("pred")
     on_true = lw.as_tile(args[1] if len(args) > 1 else kwargs.pop("on_true_tile"))
@@ -226,7 +251,7 @@ def affine_select(*args, dtype=None, mask=None, **kwargs):
     if not isinstance(pred, Predicate):
         raise NkiError("nisa.affine_select takes an affine condition such as (i_p - i_f >= 0)")
     out = lw.output(dst, on_true.shape, dtype or on_true.dtype)
-    lw.emit("affine_select", "GpSimd", out, (on_true,), affine=lw.affine_fields(pred.expr), alu0=lw.ALU[alu_name(pred.op)],
+    lw.emit("affine_select", "GpSimd", out, (on_true,), affine=masking.shifted(lw.affine_fields(pred.expr)), alu0=lw.ALU[alu_name(pred.op)],
             imm0=float(on_false))
     return out
 
@@ -251,37 +276,59 @@ def tensor_tensor_scan(*args, reverse0=False, reverse1=False, dtype=None, mask=N
     return out
 
 
-def max8(*args, mask=None, dtype=None, **kwargs):
-    no_mask(mask)
+def _cut_rows(call: str, mask, views: list, paired: tuple = ()) -> tuple[list, bool]:
+    """mask= on a call whose data operand (views[0]) has outputs of a fixed free size ([P, 8], [P, 6]):
+    the partitions of every operand are cut together, the data's free dims alone (or with the same
+    free dims of the operands in `paired`)."""
+    if mask is None:
+        return views, True
+    groups = [[(i, v.pidx) for i, v in enumerate(views) if v is not None and v.pidx >= 0]]
+    data = views[0]
+    for j in range(len(data.free_shape)):
+        groups.append([(0, data.pidx + 1 + j)] + [(i, views[i].pidx + 1 + j) for i in paired])
+    return masking.cut_linked(call, mask, views, groups)
+
+
+def _per_partition(op: str, width: int, key: str, args, kwargs, mask, dtype) -> NkiTensor:
+    """A Vector-engine instruction reading one data tile and writing `width` values per partition."""
     dst, args = _split_dst(args, kwargs, 1)
-    src = lw.as_tile(args[0] if args else kwargs.pop("src"))
-    out = lw.output(dst, (src.partitions, 8), dtype or src.dtype)
-    lw.emit("max8", "Vector", out, (src,), ("data",))
+    data = lw.as_tile(args[0] if args else kwargs.pop(key))
+    out = lw.output(dst, (data.partitions, width), dtype or data.dtype)
+    (data, cut), live = _cut_rows(op, mask, [data, out])
+    if live:
+        lw.emit(op, "Vector", cut, (data,), ("data",))
     return out
 
 
+def max8(*args, mask=None, dtype=None, **kwargs):
+    return _per_partition("max8", 8, "src", args, kwargs, mask, dtype)
+
+
 def nc_find_index8(*args, mask=None, dtype=None, **kwargs):
-    no_mask(mask)
     dst, args = _split_dst(args, kwargs, 2)
     data = lw.as_tile(args[0] if args else kwargs.pop("data"))
     vals = lw.as_tile(args[1] if len(args) > 1 else kwargs.pop("vals"))
     out = lw.output(dst, (data.partitions, 8), dtype or dtypes.int32)
-    lw.emit("nc_find_index8", "Vector", out, (data, vals), ("data", "values"))
+    (data, vals, cut), live = _cut_rows("nc_find_index8", mask, [data, vals, out])
+    if live:
+        lw.emit("nc_find_index8", "Vector", cut, (data, vals), ("data", "values"))
     return out
 
 
 def nc_match_replace8(*args, mask=None, dtype=None, dst_idx=None, **kwargs):
-    no_mask(mask)
     dst, args = _split_dst(args, kwargs, 3)
     data = lw.as_tile(args[0] if args else kwargs.pop("data"))
     vals = lw.as_tile(args[1] if len(args) > 1 else kwargs.pop("vals"))
     imm = args[2] if len(args) > 2 else kwargs.pop("imm")
     out = lw.output(dst, data.shape, dtype or data.dtype)
+    (data, vals, cut, idx), live = _cut_rows("nc_match_replace8", mask, [data, vals, out, dst_idx], paired=(2,))
+    if not live:
+        return out
     fields = {"imm0": float(imm)}
-    if dst_idx is not None:
-        fields["acc"] = lw._prepare(dst_idx, "Vector", "dst_idx", read=False, write=True)
+    if idx is not None:
+        fields["acc"] = lw._prepare(idx, "Vector", "dst_idx", read=False, write=True)
         fields["flags"] = lw.FLAG["acc_out"]
-    lw.emit("nc_match_replace8", "Vector", out, (data, vals), ("data", "values"), **fields)
+    lw.emit("nc_match_replace8", "Vector", cut, (data, vals), ("data", "values"), **fields)
     return out
 
 
@@ -315,6 +362,73 @@ def reciprocal(*args, dtype=None, mask=None, **kwargs):
     return out
 
 
+def bn_stats(*args, mask=None, dtype=None, **kwargs):
+    """Per partition, (count, mean, variance * count) of the even- and of the odd-indexed elements of
+    data (at most nl.tile_size.bn_stats_fmax per partition): a [P, 6] tile for bn_aggr."""
+    return _per_partition("bn_stats", 6, "data", args, kwargs, mask, dtype)
+
+
+def bn_aggr(*args, mask=None, dtype=None, **kwargs):
+    """Per partition, (mean, variance) from one or more bn_stats results laid side by side."""
+    return _per_partition("bn_aggr", 2, "data", args, kwargs, mask, dtype)
+
+
+@masked
+def scalar_tensor_tensor(*args, reverse0=False, reverse1=False, dtype=None, mask=None, engine=None, **kwargs):
+    """(data op0 operand0) op1 operand1 in one Vector-engine instruction; operand0 a number or a
+    [P, 1] column, operand1 a tile of data's shape."""
+    dst, args = _split_dst(args, kwargs, 5)
+    names = ("data", "op0", "operand0", "op1", "operand1")
+    vals = dict(zip(names, args))
+    vals.update({n: kwargs.pop(n) for n in names if n in kwargs})
+    data, other = lw.as_tile(vals["data"]), lw.as_tile(vals["operand1"])
+    if engine not in (None, "Vector"):
+        raise NkiUnsupportedError(f"scalar_tensor_tensor runs on the Vector engine, not {engine}")
+    out = lw.output(dst, data.shape, dtype or data.dtype)
+    lw.scalar_tensor_tensor(out, data, alu_name(vals["op0"]), vals["operand0"], alu_name(vals["op1"]), other,
+                            bool(reverse0), bool(reverse1))
+    return out
+
+
+@masked
+def tensor_scalar_reduce(*args, reverse0=False, dtype=None, mask=None, **kwargs):
+    """(data op0 operand0) into a tile, and its reduction along the free elements of each partition
+    into reduce_res [P, 1], in one Vector-engine instruction."""
+    dst, args = _split_dst(args, kwargs, 5)
+    names = ("data", "op0", "operand0", "reduce_op", "reduce_res")
+    vals = dict(zip(names, args))
+    vals.update({n: kwargs.pop(n) for n in names if n in kwargs})
+    data = lw.as_tile(vals["data"])
+    out = lw.output(dst, data.shape, dtype or data.dtype)
+    lw.tensor_scalar(out, data, alu_name(vals["op0"]), vals["operand0"], reverse0=bool(reverse0),
+                     reduce=reduce_name(vals["reduce_op"]), acc=lw.as_tile(vals["reduce_res"]))
+    return out
+
+
+@masked
+def tensor_copy_predicated(*args, reverse_pred=False, mask=None, dtype=None, **kwargs):
+    """dst = src where predicate is non-zero (zero with reverse_pred), dst left as it is elsewhere:
+    the Vector engine's select with dst as the other branch. A number as src is first written to a
+    tile (one memset more than the hardware's immediate form)."""
+    dst = kwargs.pop("dst", None)
+    names = ("src", "predicate") if dst is not None else ("dst", "src", "predicate")
+    vals = dict(zip(names, args))
+    vals.update({n: kwargs.pop(n) for n in names if n in kwargs})
+    dst = dst if dst is not None else vals["dst"]
+    pred = lw.as_tile(vals["predicate"])
+    src = vals["src"]
+    if not isinstance(src, NkiTensor) and not hasattr(src, "materialize"):
+        fill = new_tensor(dst.shape, dst.dtype, "sbuf")
+        lw.memset(fill, src)
+        src = fill
+    src = lw.as_tile(src)
+    if reverse_pred:
+        lw.select(dst, pred, dst, src)
+    else:
+        lw.select(dst, pred, src, dst)
+    return dst
+
+
 def _missing(name: str):
     def f(*args, **kwargs):
         raise NkiUnsupportedError(f"nisa.{name} has no trnsim instruction yet")
@@ -322,7 +436,9 @@ def _missing(name: str):
     return f
 
 
-for _name in ("bn_stats", "bn_aggr", "tensor_partition_reduce", "scalar_tensor_tensor", "tensor_scalar_reduce",
-              "tensor_copy_dynamic_src", "tensor_copy_dynamic_dst", "tensor_copy_predicated", "dropout",
-              "range_select", "select_reduce", "sequence_bounds", "local_gather", "nc_stream_shuffle"):
+for _name in ("tensor_partition_reduce",
+              "tensor_copy_dynamic_src", "tensor_copy_dynamic_dst", "dropout",
+              "range_select", "select_reduce", "sequence_bounds", "local_gather", "nc_stream_shuffle",
+              "nc_n_gather", "exponential", "rng", "rand2", "set_rng_seed", "rand_set_state", "rand_get_state",
+              "dma_compute", "sendrecv", "core_barrier", "quantize_mx", "nc_matmul_mx"):
     globals()[_name] = _missing(_name)

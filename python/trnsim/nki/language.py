@@ -10,7 +10,7 @@ from trnsim.nki import dtypes
 from trnsim.nki import isa as _isa
 from trnsim.nki import lowering as lw
 from trnsim.nki.dtypes import bfloat16, bool_, float8_e4m3, float8_e5m2, float16, float32, int32, tfloat32, uint8  # noqa: F401
-from trnsim.nki.errors import NkiError, NkiUnsupportedError, no_mask
+from trnsim.nki.errors import NkiError, NkiUnsupportedError
 from trnsim.nki import masking
 from trnsim.nki.masking import masked
 from trnsim.nki.indexing import arange, mgrid  # noqa: F401
@@ -344,16 +344,18 @@ def softmax(x, axis=-1, dtype=None, mask=None, **kwargs) -> NkiTensor:
 # ---------------------------------------------------------------- matmul and transpose (Tensor engine)
 def transpose(x, dtype=None, mask=None, **kwargs) -> NkiTensor:
     """x[P, F] -> [F, P] through the Tensor engine (a PSUM tile)."""
-    no_mask(mask)
-    return _isa.nc_transpose(lw.as_tile(x), dtype=dtype, engine="Tensor")
+    return _isa.nc_transpose(lw.as_tile(x), dtype=dtype, engine="Tensor", mask=mask)
 
 
 def matmul(x, y, transpose_x=False, mask=None, **kwargs):
-    """x @ y (x.T @ y with transpose_x=True), as nc_matmul; the result accumulates with `+=`."""
-    no_mask(mask)
+    """x @ y (x.T @ y with transpose_x=True), as nc_matmul; the result accumulates with `+=`.
+    mask= is taken with transpose_x=True (the operands as nc_matmul reads them)."""
+    if mask is not None and not transpose_x:
+        raise NkiUnsupportedError("nl.matmul(mask=...) without transpose_x: the mask's index variables would "
+                                  "index a transposed copy; transpose x first and pass transpose_x=True")
     x, y = lw.as_tile(x), lw.as_tile(y)
     if not transpose_x:
         x = transpose(x)
     # The Tensor engine reads SBUF: operands in PSUM (a transpose, an earlier matmul) are copied out.
     x, y = (copy(t) if t.buffer == psum else t for t in (x, y))
-    return _isa.nc_matmul(x, y)
+    return _isa.nc_matmul(x, y, mask=mask)

@@ -202,8 +202,13 @@ def tensor_tensor(dst, a, b, alu: str, engine: str = "Vector") -> None:
 
 
 def tensor_scalar(dst, a, alu0: str, s0, alu1: str = "bypass", s1=0.0, reverse0=False, reverse1=False,
-                  engine: str = "Vector") -> None:
+                  engine: str = "Vector", reduce: str | None = None, acc: NkiTensor | None = None) -> None:
+    """dst = (a alu0 s0) alu1 s1; with `reduce`, acc [P, 1] also receives the reduction of each
+    partition's results (nki.isa.tensor_scalar_reduce, one instruction)."""
     srcs, flags, fields = [a, None, None], 0, {"alu0": ALU[alu0], "alu1": ALU[alu1]}
+    if reduce is not None:
+        fields["reduce"] = REDUCE[reduce]
+        fields["acc"] = _prepare(acc, engine, "reduce_res", read=False, write=True)
     for i, (s, flag, imm) in enumerate(((s0, "s0_ap", "imm0"), (s1, "s1_ap", "imm1"))):
         if isinstance(s, NkiTensor) or hasattr(s, "materialize"):
             srcs[1 + i] = _f32_column(as_tile(s), f"operand{i}")
@@ -215,6 +220,19 @@ def tensor_scalar(dst, a, alu0: str, s0, alu1: str = "bypass", s1=0.0, reverse0=
     if reverse1:
         flags |= FLAG["reverse1"]
     emit("tensor_scalar", engine, dst, tuple(srcs), ("the data", "operand0", "operand1"), flags=flags, **fields)
+
+
+def scalar_tensor_tensor(dst, a, alu0: str, s0, alu1: str, b, reverse0=False, reverse1=False) -> None:
+    """dst = (a alu0 s0) alu1 b, s0 a number or a [P, 1] column."""
+    srcs, flags, fields = [a, b, None], 0, {"alu0": ALU[alu0], "alu1": ALU[alu1]}
+    if isinstance(s0, NkiTensor) or hasattr(s0, "materialize"):
+        srcs[2] = _f32_column(as_tile(s0), "operand0")
+        flags |= FLAG["s0_ap"]
+    else:
+        fields["imm0"] = float(s0)
+    flags |= (FLAG["reverse0"] if reverse0 else 0) | (FLAG["reverse1"] if reverse1 else 0)
+    emit("scalar_tensor_tensor", "Vector", dst, tuple(srcs), ("the data", "operand1", "operand0"), flags=flags,
+         **fields)
 
 
 def tensor_reduce(dst, src: NkiTensor, reduce: str, keep: int, engine: str = "Vector") -> None:

@@ -24,6 +24,15 @@ _stack: list[dict] = []   # per active mask: grid axis -> (lo, hi, extent)
 
 def axis_ranges(mask) -> dict:
     """{grid axis: (lo, hi, extent)}: the index values each condition of the mask keeps."""
+    return _ranges(mask, lambda term: term[2])
+
+
+def index_ranges(mask) -> dict:
+    """{index variable id: (lo, hi, extent)}, for calls whose operands are not laid on one grid."""
+    return _ranges(mask, lambda term: term[0])
+
+
+def _ranges(mask, key_of) -> dict:
     if not isinstance(mask, (Predicate, Conjunction)):
         raise NkiUnsupportedError(f"mask= takes affine conditions on index variables (i_p < n, combined with &), "
                                   f"got {type(mask).__name__}")
@@ -37,10 +46,11 @@ def axis_ranges(mask) -> dict:
         if len(expr.terms) != 1 or op in ("ne",):
             raise NkiUnsupportedError("mask= condition over more than one index variable (or !=): only bounds on "
                                       "one variable each cut a tile; use nisa.affine_select for the others")
-        (_, n, axis, _), c = next(iter(expr.terms.items()))
+        term, c = next(iter(expr.terms.items()))
+        n, key = term[1], key_of(term)
         lo, hi = _bounds(c, expr.const, op)
-        plo, phi, _ = out.get(axis, (0, n, n))
-        out[axis] = (max(plo, lo, 0), min(phi, hi, n), n)
+        plo, phi, _ = out.get(key, (0, n, n))
+        out[key] = (max(plo, lo, 0), min(phi, hi, n), n)
     return out
 
 
@@ -91,6 +101,18 @@ def empty() -> bool:
     return bool(_stack) and any(lo >= hi for lo, hi, _ in _stack[-1].values())
 
 
+def shifted(fields: tuple) -> tuple:
+    """An affine (base, partition_mul, free_muls) over the grid, for the operands cut to the active mask:
+    element (0, 0..) of the cut tile is element (lo_0, lo_1..) of the grid."""
+    if not _stack:
+        return fields
+    base, pm, fm = fields
+    for axis, (lo, _hi, _n) in _stack[-1].items():
+        if axis is not None:
+            base += lo * (pm if axis == 0 else fm[axis - 1])
+    return (base, pm, fm)
+
+
 def restrict(v):
     """The view cut to the active mask: dim d of an operand is axis d of the index grid (size-1 dims
     broadcast and are left whole)."""
@@ -110,3 +132,40 @@ def restrict(v):
         key.append(slice(lo, hi))
         cut = cut or (lo, hi) != (0, n)
     return v[tuple(key)] if cut else v
+
+
+def cut_linked(call: str, mask, views: list, groups: list) -> tuple[list, bool]:
+    """mask= on a call whose operands have different shapes (nc_matmul, nc_transpose): each condition
+    bounds one index variable; the operand dim that variable indexes, and every dim linked to it in
+    `groups` (lists of (operand number, dim): a matmul's contraction dim on both operands, its M and
+    N dims on the operand and the output), are cut to the values it keeps.
+    Returns the cut views (None stays None) and whether anything is left to compute."""
+    ranges = index_ranges(mask)
+    if None in ranges:
+        return views, False
+    cuts: dict = {}     # (operand, dim) -> (lo, hi)
+    for iid, (lo, hi, n) in ranges.items():
+        where = [(i, d) for i, v in enumerate(views) if v is not None and v.iotas is not None
+                 for d, t in enumerate(v.iotas) if t == iid]
+        if not where:
+            raise NkiUnsupportedError(f"mask= on {call}: a condition bounds an index variable that indexes no "
+                                      "operand of the call (index the operands with the nl.arange / nl.mgrid "
+                                      "variables the mask names)")
+        for at in where:
+            group = next((g for g in groups if at in g), None)
+            if group is None:
+                raise NkiUnsupportedError(f"mask= on {call}: the masked index variable indexes dim {at[1]} of "
+                                          f"an operand of shape {views[at[0]].shape}, which the mask cannot cut")
+            for member in group:
+                if views[member[0]] is None:
+                    continue
+                plo, phi = cuts.get(member, (0, views[member[0]].shape[member[1]]))
+                cuts[member] = (max(plo, lo), min(phi, hi))
+    if any(lo >= hi for lo, hi in cuts.values()):
+        return views, False
+    out = []
+    for i, v in enumerate(views):
+        mine = {d: r for (j, d), r in cuts.items() if j == i}
+        out.append(v if v is None or not mine else
+                   v[tuple(slice(*mine[d]) if d in mine else slice(None) for d in range(len(v.shape)))])
+    return out, True

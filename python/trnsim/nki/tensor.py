@@ -123,11 +123,14 @@ _ALL = slice(None)
 class NkiTensor:
     """A view of a tensor: shape, element strides (partition steps on the partition dim), offset."""
 
-    __slots__ = ("st", "shape", "strides", "offset", "pidx", "p0", "_ap", "limits")
+    __slots__ = ("st", "shape", "strides", "offset", "pidx", "p0", "_ap", "limits", "iotas")
 
-    def __init__(self, st, shape, strides, offset, pidx, p0, limits=None):
+    def __init__(self, st, shape, strides, offset, pidx, p0, limits=None, iotas=None):
         self.st, self.shape, self.strides, self.offset, self.pidx, self.p0 = st, shape, strides, offset, pidx, p0
         self._ap = None
+        # Per dim, the id of the nl.arange / nl.mgrid index variable that indexes it (None for ints and
+        # slices), or None: how a mask= on a call with differently shaped operands finds their dims.
+        self.iotas = iotas
         # An index expression reaching past the tensor (the last tile of a size that is not a multiple
         # of the tile, left to a mask= to cut): (message, per dim None or the valid range [lo, hi)).
         self.limits = limits
@@ -228,7 +231,7 @@ class NkiTensor:
                     p0 += start * stride
                 else:
                     offset += start * stride
-                out.append((d, n, stride * step, is_p, None))
+                out.append((d, n, stride * step, is_p, None, None))
             elif isinstance(k, AffineExpr):
                 # Each iota of the expression becomes one dimension of the view: a[i_p, 4 * i_h + i_k].
                 if is_p and len(k.terms) > 1:
@@ -253,8 +256,8 @@ class NkiTensor:
                     p0 += k.const * stride
                 else:
                     offset += k.const * stride
-                for (_, n, axis, _), coef in k.terms.items():
-                    out.append((axis, n, stride * coef, is_p, valid))
+                for (iid, n, axis, _), coef in k.terms.items():
+                    out.append((axis, n, stride * coef, is_p, valid, iid))
             else:
                 raise NkiIndexError(f"unsupported index {k!r} (ints, slices, nl.arange/nl.mgrid expressions)")
         if any(isinstance(k, AffineExpr) for k in key):
@@ -268,8 +271,9 @@ class NkiTensor:
         elif not out:
             pidx = None
         limits = (oob, tuple(t[4] for t in out)) if oob is not None else None
+        iotas = tuple(t[5] for t in out)
         return NkiTensor(self.st, tuple(t[1] for t in out), tuple(t[2] for t in out), offset,
-                         pidx if onchip else None, p0, limits)
+                         pidx if onchip else None, p0, limits, iotas if any(i is not None for i in iotas) else None)
 
     def _basic_index(self, key: tuple):
         """Ints and unit-step slices (the common case), or None for the general path."""
@@ -280,7 +284,7 @@ class NkiTensor:
         onchip = pidx is not None
         out_shape, out_strides, new_pidx = [], [], -1 if onchip else None
         limits = self.limits[1] if self.limits is not None else None
-        out_limits = []
+        out_limits, out_iotas = [], []
         for d in range(len(shape)):
             k = key[d] if d < len(key) else _ALL
             size, stride = shape[d], strides[d]
@@ -308,10 +312,12 @@ class NkiTensor:
                 out_shape.append(stop - start)
                 out_strides.append(stride)
                 out_limits.append(None if lim is None else (lim[0] - start, lim[1] - start))
+                out_iotas.append(self.iotas[d] if self.iotas is not None and (start, stop) == (0, size) else None)
             else:
                 return None
         new_limits = (self.limits[0], tuple(out_limits)) if limits is not None else None
-        return NkiTensor(self.st, tuple(out_shape), tuple(out_strides), offset, new_pidx, p0, new_limits)
+        iotas = tuple(out_iotas) if any(i is not None for i in out_iotas) else None
+        return NkiTensor(self.st, tuple(out_shape), tuple(out_strides), offset, new_pidx, p0, new_limits, iotas)
 
     def __setitem__(self, key, value) -> None:
         from trnsim.nki import language as nl
