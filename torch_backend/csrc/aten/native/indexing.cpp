@@ -1,5 +1,5 @@
 // Indexing on neuron (ops/indexing.h): embedding and its backward, index_select, gather,
-// scatter / scatter_add / scatter_reduce ("sum", "mean"), index_add, index_copy, forward and the
+// scatter / scatter_add / scatter_reduce, index_add, index_copy, forward and the
 // backwards autograd builds from them (advanced indexing, which reduces to them, is in
 // indexing_advanced.cpp).
 //
@@ -15,6 +15,7 @@
 #include <ATen/ops/from_blob.h>
 #include <torch/library.h>
 
+#include <cmath>
 #include <optional>
 
 #include "aten/native/indexing.h"
@@ -271,16 +272,51 @@ at::Tensor scatter_add_copy(const at::Tensor& self, int64_t dim, const at::Tenso
     return scatter_add_(out, dim, index, src);
 }
 
+// scatter_reduce "prod", "amax" and "amin": no DMA combines with a product or a maximum, so each target
+// position i along dim reduces its sources by a one-hot match, dense over [..., size, index's extent]:
+// m = (index == i), r_i = reduce(where(m, src, identity)); then combined with self (include_self) or
+// stored where anything matched. Quadratic in the dim's size: calls over kDenseScatterLimit elements
+// run on the CPU.
+constexpr int64_t kDenseScatterLimit = int64_t(1) << 24;
+
+bool dense_scatter_reduce(at::Tensor& self, int64_t d, const at::Tensor& index, const at::Tensor& src,
+                          c10::string_view reduce, bool include_self) {
+    at::Tensor target = self.dim() == 0 ? self.view({1}) : self;
+    at::Tensor idx = index.dim() == 0 ? index.view({1}) : index, values = src.dim() == 0 ? src.view({1}) : src;
+    const int64_t size = target.size(d);
+    if (index.numel() * size > kDenseScatterLimit) return false;
+    if (index.numel() == 0) return true;
+    for (int64_t k = 0; k < target.dim(); ++k) {   // the part of self and src that index covers
+        values = values.narrow(k, 0, idx.size(k));
+        if (k != d) target = target.narrow(k, 0, idx.size(k));
+    }
+    const bool prod = reduce == "prod", max = reduce == "amax";
+    const double identity = prod ? 1.0 : max ? -INFINITY : INFINITY;
+    const at::Tensor m = idx.movedim(d, -1).unsqueeze(-2).eq(at::arange(size, idx.options()).view({size, 1}));
+    const at::Tensor v = at::where(m, values.movedim(d, -1).unsqueeze(-2), at::scalar_tensor(identity, values.options()));
+    const at::Tensor r = prod ? v.prod(-1) : max ? v.amax(-1) : v.amin(-1);
+    const at::Tensor t = target.movedim(d, -1);
+    at::Tensor out;
+    if (include_self)
+        out = prod ? t.mul(r) : max ? at::maximum(t, r) : at::minimum(t, r);
+    else
+        out = at::where(m.any(-1), r, t);
+    target.copy_(out.movedim(-1, d));
+    return true;
+}
+
 // scatter_reduce "sum" and "mean" from scatter_add: the targets zeroed first unless self is
 // included, the mean dividing each target by its number of terms (self counting as one); "prod",
-// "amax" and "amin" run on the CPU.
+// "amax" and "amin" densely, above.
 at::Tensor& scatter_reduce_(at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& src,
                             c10::string_view reduce, bool include_self) {
     const int64_t d = c10::maybe_wrap_dim(dim, std::max<int64_t>(self.dim(), 1));
     std::optional<at::Tensor> idx;
-    if ((reduce == "sum" || reduce == "mean") && float_tensors({&self, &src}))
+    const bool dense = reduce == "prod" || reduce == "amax" || reduce == "amin";
+    if ((reduce == "sum" || reduce == "mean" || dense) && float_tensors({&self, &src}))
         idx = scatter_indices(self, d, index, &src);
-    if (!idx) return run_fallback<at::_ops::scatter_reduce__two>(self, dim, index, src, reduce, include_self);
+    if (idx && dense && dense_scatter_reduce(self, d, index, src, reduce, include_self)) return self;
+    if (!idx || dense) return run_fallback<at::_ops::scatter_reduce__two>(self, dim, index, src, reduce, include_self);
     if (index.numel() == 0) return self;
     const at::Tensor original = reduce == "mean" && !include_self ? self.clone() : at::Tensor();
     if (!include_self) scatter_value_(self, dim, index, 0.0);
@@ -295,7 +331,7 @@ at::Tensor& scatter_reduce_(at::Tensor& self, int64_t dim, const at::Tensor& ind
 
 at::Tensor scatter_reduce(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& src,
                           c10::string_view reduce, bool include_self) {
-    if (reduce != "sum" && reduce != "mean")
+    if (reduce != "sum" && reduce != "mean" && reduce != "prod" && reduce != "amax" && reduce != "amin")
         return run_fallback<at::_ops::scatter_reduce_two>(self, dim, index, src, reduce, include_self);
     at::Tensor out = self.clone();
     return scatter_reduce_(out, dim, index, src, reduce, include_self);
@@ -318,9 +354,9 @@ at::Tensor& index_add_(at::Tensor& self, int64_t dim, const at::Tensor& index, c
                        const c10::Scalar& alpha) {
     std::optional<at::Tensor> idx;
     const int64_t d = self.dim() ? c10::maybe_wrap_dim(dim, self.dim()) : 0;
-    if (float_tensors({&self, &source}) && alpha.equal(1)) idx = row_indices(self, d, index, source, false);
+    if (float_tensors({&self, &source}) && !alpha.isComplex()) idx = row_indices(self, d, index, source, false);
     if (!idx) return run_fallback<at::_ops::index_add_>(self, dim, index, source, alpha);
-    launch_index_add(self, d, *idx, source);
+    launch_index_add(self, d, *idx, alpha.equal(1) ? source : source.mul(alpha));   // alpha * source, then added
     return self;
 }
 
