@@ -31,8 +31,10 @@ def batches():
     return [(torch.randn(BATCH, 12, generator=g), torch.randn(BATCH, 4, generator=g)) for _ in range(STEPS)]
 
 
-def train(net, make_optimizer, device, shard_of=None):
-    """The losses of training 'net' on batches() (on rows shard_of = (rank, world) of each)."""
+def train(net, make_optimizer, device, shard_of=None, loss_scale=1.0):
+    """The losses of training 'net' on batches() (on rows shard_of = (rank, world) of each).
+    loss_scale: the factor of the loss whose gradient is taken (a wrapper that sums the ranks'
+    gradients needs each rank's mean over its rows divided by the world size)."""
     opt = make_optimizer(net.parameters())
     losses = []
     for x, y in batches():
@@ -41,7 +43,7 @@ def train(net, make_optimizer, device, shard_of=None):
             x, y = (t.reshape(world, BATCH // world, -1)[rank] for t in (x, y))
         loss = torch.nn.functional.mse_loss(net(x.to(device)), y.to(device))
         opt.zero_grad()
-        loss.backward()
+        (loss * loss_scale if loss_scale != 1.0 else loss).backward()
         opt.step()
         losses.append(loss.detach())
     return torch.stack(losses)

@@ -236,6 +236,13 @@ bool has_compatible_shallow_copy_type(const at::Tensor& self, const at::Tensor& 
 
 }  // namespace
 
+// Tensor.record_stream (FSDP1 marks its gathered parameters used by the unshard stream): the
+// allocator decides when the block may be reused (work completes when it is submitted).
+void record_stream(at::Tensor& self, c10::Stream stream) {
+    if (self.storage().data_ptr().get() != nullptr)
+        device_allocator()->recordStream(self.storage().data_ptr(), stream);
+}
+
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     m.impl("_has_compatible_shallow_copy_type", has_compatible_shallow_copy_type);
     m.impl("empty.memory_format", empty_memory_format);
@@ -252,6 +259,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     m.impl("_copy_from", copy_from);
     m.impl("_copy_from_and_resize", copy_from_and_resize);
     m.impl("_local_scalar_dense", local_scalar_dense);
+    m.impl("record_stream", record_stream);
 }
 
 // ATen's conjugate and negative fallbacks would materialize a viewed argument of _copy_from
