@@ -22,6 +22,8 @@ from torch._C._distributed_c10d import (
 from trnsim.distributed import lifetime
 from trnsim.distributed.clock import CollectiveRecord, CommQueue, meet
 from trnsim.distributed.cost import collective_cost
+from trnsim.distributed.host import CollectiveError, _host, _nbytes, _rows_as_bytes, _timing_only
+from trnsim.distributed.p2p import PointToPoint
 from trnsim.distributed.topology import Topology
 
 # ReduceOp codes as c10d numbers them (c10d::ReduceOp::RedOpType).
@@ -36,6 +38,7 @@ _DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.in
            torch.int32, torch.int64, torch.bool, torch.float8_e4m3fn, torch.float8_e5m2, torch.complex64,
            torch.complex128]
 # Header: arrival_ps, op, sequence number, dtype, ndim, 8 dims, numel.
+_DTYPE_CODES = {dtype: code for code, dtype in enumerate(_DTYPES)}
 _OPS = ("all_reduce", "broadcast", "reduce", "all_gather", "gather", "scatter", "reduce_scatter", "all_to_all",
         "barrier")
 _HEADER = 13
@@ -62,74 +65,12 @@ class _CollectiveWork(Work):
         return self._future
 
 
-class _AnySourceRecv(Work):
-    """A receive from any source (dist.recv / irecv without src). Its sender is known when gloo's
-    receive completes: wait() then times the transfer from that peer, and the sender's group rank
-    is what c10d's source_rank() returns (through the C++ trampoline's recv_source_rank)."""
-
-    def __init__(self, owner, work, on_source, write_back, outputs):
-        super().__init__()
-        self._owner, self._work, self._on_source, self._write_back = owner, work, on_source, write_back
-        self._future = torch.futures.Future()
-        self._outputs = outputs
-        self._source = None
-
-    def wait(self, timeout=None) -> bool:
-        if self._source is None:
-            self._owner._wait("recv", self._work)
-            self._source = self._work._source_rank()
-            self._write_back()
-            self._on_source(self._source)
-            self._future.set_result(self._outputs)
-        return True
-
-    def recv_source_rank(self) -> int:
-        self.wait()
-        return self._source
-
-    def is_completed(self) -> bool:
-        return self._source is not None
-
-    def get_future(self):
-        return self._future
-
-
-class CollectiveError(RuntimeError):
-    """A collective that cannot run: mismatched calls across ranks, or a rank that failed."""
-
-
-def _host(t: torch.Tensor):
-    """(CPU tensor over t's memory, or a contiguous CPU copy; a function writing it back)."""
-    if t.device.type == "cpu":
-        raise CollectiveError("internal: _host on a CPU tensor")
-    from trnsim._C import _distributed as hooks
-    alias = hooks.cpu_alias(t)
-    if alias.is_contiguous():
-        return alias, lambda: None
-    dense = alias.contiguous()
-    return dense, lambda: alias.copy_(dense)
-
-
-def _timing_only() -> bool:
-    from trnsim import _C
-    return _C._timing_only()
-
-
-def _rows_as_bytes(t: torch.Tensor) -> torch.Tensor:
-    """A contiguous tensor as bytes, keeping dim 0 (all-to-all splits count rows)."""
-    return t.reshape(t.shape[0] if t.dim() else 1, -1).view(torch.uint8)
-
-
-def _nbytes(tensors) -> int:
-    return sum(t.numel() * t.element_size() for t in tensors)
-
-
 def _describe(dtype_code: int, dims) -> str:
     name = str(_DTYPES[dtype_code]).replace("torch.", "") if 0 <= dtype_code < len(_DTYPES) else "?"
     return f"{name}{list(dims)}"
 
 
-class NeuronCollectives:
+class NeuronCollectives(PointToPoint):
     """What one rank of one process group does for each c10d collective."""
 
     def __init__(self, store, rank: int, size: int, timeout: datetime.timedelta, global_ranks: list[int],
@@ -189,37 +130,34 @@ class NeuronCollectives:
 
     def _begin(self, op: str, tensors, device: int, async_op: bool, shape_of=None, check_shape=True):
         """The header exchange: returns the start time. Raises on every rank if the ranks disagree."""
-        with torch.no_grad():
-            self.sequence_number += 1
-            self.progress.set(str(self.rank), str(self.sequence_number))
-            arrival = self.queue.arrival(device, async_op)
-            ref = shape_of if shape_of is not None else (tensors[0] if tensors else None)
-            head = torch.zeros(_HEADER, dtype=torch.int64)
-            head[0], head[1], head[2] = arrival, _OPS.index(op), self.sequence_number
-            if ref is not None:
-                head[3] = _DTYPES.index(ref.dtype) if ref.dtype in _DTYPES else len(_DTYPES)
-                head[4] = ref.dim()
-                for i, d in enumerate(ref.shape[:_MAX_DIMS]):
-                    head[5 + i] = d
-                head[12] = ref.numel() if check_shape else 0
-            flat = torch.zeros(self.size * _HEADER, dtype=torch.int64)
-            self._wait(op, self.gloo._allgather_base(flat, head))
-            heads = flat.view(self.size, _HEADER)
-            for r in range(self.size):
-                h = heads[r]
-                if int(h[1]) != _OPS.index(op) or int(h[2]) != self.sequence_number:
-                    raise CollectiveError(
-                        f"neuron backend: rank {self.rank} called {op} as collective #{self.sequence_number} of group "
-                        f"'{self.group_name}' while rank {r} called {_OPS[int(h[1])]} as #{int(h[2])}; every rank "
-                        f"must call the same collectives in the same order")
-                mine, theirs = heads[self.rank], h
-                if ref is not None and (int(theirs[3]) != int(mine[3]) or
-                                        (check_shape and not torch.equal(theirs[4:], mine[4:]))):
-                    show = (lambda x: _describe(int(x[3]), [int(v) for v in x[5:5 + int(x[4])]]))
-                    raise CollectiveError(
-                        f"neuron backend: {op} with mismatched tensors: rank {self.rank} passed {show(mine)}, rank {r} "
-                        f"passed {show(theirs)}; no data was moved")
-            return arrival, meet(heads[:, 0].tolist())
+        self.sequence_number += 1
+        self.progress.set(str(self.rank), str(self.sequence_number))
+        arrival = self.queue.arrival(device, async_op)
+        ref = shape_of if shape_of is not None else (tensors[0] if tensors else None)
+        code = _OPS.index(op)
+        head = [arrival, code, self.sequence_number] + [0] * (_HEADER - 3)
+        if ref is not None:
+            head[3] = _DTYPE_CODES.get(ref.dtype, len(_DTYPES))
+            head[4] = ref.dim()
+            head[5:5 + min(ref.dim(), _MAX_DIMS)] = list(ref.shape[:_MAX_DIMS])
+            head[12] = ref.numel() if check_shape else 0
+        flat = torch.empty(self.size * _HEADER, dtype=torch.int64)
+        self._wait(op, self.gloo._allgather_base(flat, torch.tensor(head, dtype=torch.int64)))
+        values = flat.tolist()
+        heads = [values[r * _HEADER:(r + 1) * _HEADER] for r in range(self.size)]
+        for r, theirs in enumerate(heads):
+            if theirs[1] != code or theirs[2] != self.sequence_number:
+                raise CollectiveError(
+                    f"neuron backend: rank {self.rank} called {op} as collective #{self.sequence_number} of group "
+                    f"'{self.group_name}' while rank {r} called {_OPS[theirs[1]]} as #{theirs[2]}; every rank "
+                    f"must call the same collectives in the same order")
+            if ref is not None and (theirs[3] != head[3] or (check_shape and theirs[4:] != head[4:])):
+                def show(x):
+                    return _describe(x[3], x[5:5 + x[4]])
+                raise CollectiveError(
+                    f"neuron backend: {op} with mismatched tensors: rank {self.rank} passed {show(head)}, rank {r} "
+                    f"passed {show(theirs)}; no data was moved")
+        return arrival, meet(h[0] for h in heads)
 
     def _finish(self, op: str, nbytes: int, device: int, arrival: int, start: int, async_op: bool, outputs,
                 ranks=None):
@@ -428,60 +366,6 @@ class NeuronCollectives:
             device = device_ids[0] if device_ids else torch.neuron.current_device()
             arrival, start = self._begin("barrier", [], device, False)
             return self._finish("barrier", 0, device, arrival, start, False, [])
-
-    # ---- point to point: no header (the peers' calls need not pair up in time), no clock meeting
-
-    def _p2p(self, op: str, tensors, peer: int | None, tag: int):
-        """send / recv (peer None: a receive from any source, which learns its peer when it completes)."""
-        device = self._device(op, tensors)
-        if len(tensors) != 1:
-            raise CollectiveError(f"{op}: one tensor per call")
-        host, back = _host(tensors[0])
-        arrival = self.queue.arrival(device, True)
-        if _timing_only():
-            if peer is None:
-                raise CollectiveError("recv without a source rank needs the data exchange; in timing-only mode "
-                                      "pass src=")
-            work = None
-        else:
-            # A send copies its values now: the sender may free or reuse the tensor before the peer
-            # receives (pipelining's schedules do), and gloo reads the buffer only then.
-            data = _rows_as_bytes(host.clone() if op == "send" else host)
-            if op == "send":
-                work = self.gloo.send([data], peer, tag)
-            elif peer is None:
-                work = self.gloo.recv_anysource([data], tag)
-            else:
-                work = self.gloo.recv([data], peer, tag)
-        if peer is None:
-            return _AnySourceRecv(self, work, lambda src: self._p2p_record(op, tensors, device, arrival, src),
-                                  back, list(tensors))
-        if op == "recv" and not host.is_contiguous():
-            self._wait(op, work)
-            back()
-        self._p2p_record(op, tensors, device, arrival, peer)
-        if work is None:
-            fut = torch.futures.Future()
-            fut.set_result(list(tensors))
-            return _create_work_from_future(fut)
-        return work
-
-    def _p2p_record(self, op: str, tensors, device: int, arrival: int, peer: int) -> None:
-        """A point-to-point transfer takes a + S/B from this rank's arrival (no clock meeting)."""
-        cost = collective_cost(self.topology, "send", _nbytes(tensors),
-                               sorted({self.global_ranks[self.rank], self.global_ranks[peer]}))
-        record = CollectiveRecord(self.group_name, op, _nbytes(tensors), 2, cost.algorithm, arrival, arrival,
-                                  arrival + round(cost.seconds * 1e12), cost.busbw)
-        self.queue.finish(device, record, True)
-
-    def send(self, tensors, dst, tag):
-        return self._p2p("send", tensors, dst, tag)
-
-    def recv(self, tensors, src, tag):
-        return self._p2p("recv", tensors, src, tag)
-
-    def recv_anysource(self, tensors, tag):
-        return self._p2p("recv", tensors, None, tag)
 
     # ---- lifecycle
 
