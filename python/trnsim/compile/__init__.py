@@ -21,6 +21,7 @@ from typing import Any
 import torch
 import torch.fx
 
+from .collectives import is_communication, overlap_collectives
 from .specialize import is_symbolic, signature, specialize
 from .translate import Translator, Translation
 
@@ -36,6 +37,7 @@ def _new_stats() -> dict[str, Any]:
         "cache_hits": 0,             # calls served by an already compiled signature
         "recompiles": 0,             # a graph compiled again for another input signature
         "eager_nodes": 0,            # nodes run eagerly inside compiled graphs (at compile time)
+        "comm_nodes": 0,             # functional collectives: run through the c10d backend between segments
         "eager_ops": collections.Counter(),
         "programs": 0,
         "compile_seconds": 0.0,
@@ -93,8 +95,10 @@ def compile_graph(gm: torch.fx.GraphModule, name: str, chip: str = "", fuse: boo
         _stats["graphs_compiled"] += 1
         _stats["compile_seconds"] += seconds
         _stats["programs"] += compiled.stats.get("programs", 0)
-        _stats["eager_nodes"] += len(compiled.eager_labels)
-        _stats["eager_ops"].update(compiled.eager_labels)
+        comm = [label for label in compiled.eager_labels if is_communication(label)]
+        _stats["comm_nodes"] += len(comm)
+        _stats["eager_nodes"] += len(compiled.eager_labels) - len(comm)
+        _stats["eager_ops"].update(label for label in compiled.eager_labels if not is_communication(label))
         for key, value in compiled.stats.items():
             if key.startswith("fused_"):
                 _stats["fusions"][key] += value
@@ -115,6 +119,7 @@ class _CompiledFunction:
         with _lock:
             _counter += 1
             self.name = f"graph_{_counter}_{kind}"
+        overlap_collectives(gm)
         self.gm = gm
         self.by_signature: dict[tuple, Any] = {}
         traced = all("val" in n.meta for n in gm.graph.nodes if n.op == "placeholder")
