@@ -70,6 +70,14 @@ def _describe(dtype_code: int, dims) -> str:
     return f"{name}{list(dims)}"
 
 
+def _check_own_part(op: str, own, parts, rank: int, own_name: str, parts_name: str) -> None:
+    """The rank's own tensor must match its part of the list (its size and dtype)."""
+    if rank < len(parts) and (parts[rank].numel() != own.numel() or parts[rank].dtype != own.dtype):
+        raise CollectiveError(f"{op}: this rank's {own_name} is {_describe(_DTYPE_CODES.get(own.dtype, -1), own.shape)}"
+                              f" but its {parts_name} (#{rank}) is "
+                              f"{_describe(_DTYPE_CODES.get(parts[rank].dtype, -1), parts[rank].shape)}")
+
+
 class NeuronCollectives(PointToPoint):
     """What one rank of one process group does for each c10d collective."""
 
@@ -248,15 +256,22 @@ class NeuronCollectives(PointToPoint):
         return self._run("reduce", tensors, tensors, _nbytes(tensors), async_op, move)
 
     def reduce_scatter(self, outputs, input_lists, reduce_op, async_op, timeout_ms):
+        """reduce_scatter: outputs[i] receives the reduction of every rank's input_lists[i][rank]. The
+        inputs may differ in size from one destination rank to the next (NCCL's reduce_scatter_v)."""
+        for out, ins in zip(outputs, input_lists):
+            _check_own_part("reduce_scatter", out, ins, self.rank, "output", "input")
+
         def move():
             for out, ins in zip(outputs, input_lists):
-                full = torch.stack([_host(t)[0] for t in ins])    # a copy: the inputs stay unchanged
+                full = torch.cat([_host(t)[0].reshape(-1) for t in ins])   # a copy: the inputs stay unchanged
                 self._reduce_into("reduce_scatter", full, reduce_op, lambda x, gop: self._allreduce_cpu(x, gop))
+                offset = sum(t.numel() for t in ins[:self.rank])
                 host, back = _host(out)
-                host.copy_(full[self.rank])
+                host.copy_(full[offset:offset + out.numel()].view(host.shape))
                 back()
+        # Every rank passes the same list of input shapes: the header compares the first.
         return self._run("reduce_scatter", outputs, outputs, sum(_nbytes(ins) for ins in input_lists), async_op,
-                         move)
+                         move, shape_of=input_lists[0][0] if input_lists and input_lists[0] else None)
 
     def reduce_scatter_tensor_coalesced(self, outputs, inputs, reduce_op, async_op, timeout_ms):
         def move():
@@ -286,16 +301,31 @@ class NeuronCollectives(PointToPoint):
         return self._run("broadcast", tensors, tensors, _nbytes(tensors), async_op, move)
 
     def allgather(self, output_lists, inputs, async_op, timeout_ms):
-        """all_gather: output_lists[i][r] receives rank r's inputs[i]."""
+        """all_gather: output_lists[i][r] receives rank r's inputs[i]. The ranks' inputs may differ in
+        size (NCCL's all_gather_v): they move padded to the largest."""
+        for outs, inp in zip(output_lists, inputs):
+            _check_own_part("all_gather", inp, outs, self.rank, "input", "output")
+
         def move():
             for outs, inp in zip(output_lists, inputs):
                 hosts = [_host(t) for t in outs]
-                self._wait("all_gather", self.gloo.allgather([[_rows_as_bytes(h) for h, _ in hosts]],
-                                                             [_rows_as_bytes(_host(inp)[0])], AllgatherOptions()))
+                sizes = [h.numel() * h.element_size() for h, _ in hosts]
+                if len(set(t.shape for t in outs)) == 1:
+                    self._wait("all_gather", self.gloo.allgather([[_rows_as_bytes(h) for h, _ in hosts]],
+                                                                 [_rows_as_bytes(_host(inp)[0])], AllgatherOptions()))
+                else:
+                    padded = [torch.empty(max(sizes), dtype=torch.uint8) for _ in hosts]
+                    mine = torch.zeros(max(sizes), dtype=torch.uint8)
+                    mine[:sizes[self.rank]] = _host(inp)[0].reshape(-1).view(torch.uint8)
+                    self._wait("all_gather", self.gloo.allgather([padded], [mine], AllgatherOptions()))
+                    for (h, _), buf, n in zip(hosts, padded, sizes):
+                        h.reshape(-1).view(torch.uint8).copy_(buf[:n])
                 for _, back in hosts:
                     back()
         outputs = [t for outs in output_lists for t in outs]
-        return self._run("all_gather", inputs, output_lists, _nbytes(outputs), async_op, move)
+        # Every rank passes the same list of output shapes: the header compares the first.
+        return self._run("all_gather", inputs, output_lists, _nbytes(outputs), async_op, move,
+                         shape_of=output_lists[0][0] if output_lists and output_lists[0] else None)
 
     def allgather_coalesced(self, output_lists, inputs, async_op, timeout_ms):
         """all_gather_coalesced: output_lists[r][i] receives rank r's inputs[i]."""
