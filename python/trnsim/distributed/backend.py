@@ -23,6 +23,7 @@ from trnsim.distributed import lifetime
 from trnsim.distributed.clock import CollectiveRecord, CommQueue, meet
 from trnsim.distributed.cost import collective_cost
 from trnsim.distributed.host import CollectiveError, _host, _nbytes, _rows_as_bytes, _timing_only
+from trnsim.distributed.issuer import Issuer
 from trnsim.distributed.p2p import PointToPoint
 from trnsim.distributed.topology import Topology
 
@@ -46,19 +47,37 @@ _MAX_DIMS = 8
 
 
 class _CollectiveWork(Work):
-    """A collective whose values are in place: wait() makes the device wait for its simulated end
-    (an asynchronous collective overlaps compute until someone waits for it)."""
+    """An asynchronous collective, run by its group's issuer thread. Its future completes with the
+    outputs when the values are in place (or with the collective's error); wait() waits for that,
+    then makes the device wait for the collective's simulated end (until someone waits for it, an
+    asynchronous collective overlaps compute)."""
 
-    def __init__(self, outputs, on_wait):
+    def __init__(self, outputs, job, on_wait):
         super().__init__()
         self._future = torch.futures.Future()
-        self._future.set_result(outputs)
-        self._on_wait = on_wait
+        self._job, self._on_wait, self._outputs = job, on_wait, outputs
+        self._completing, self._completed = threading.Lock(), False
+        job.add_done_callback(self._complete)
+
+    def _complete(self, job) -> None:
+        """Completes the future once (from the issuer thread, or from wait(): a concurrent Future's
+        result() may return before its callbacks have run)."""
+        with self._completing:
+            if self._completed:
+                return
+            self._completed = True
+            error = job.exception()
+            if error is not None:
+                self._future.set_exception(error)
+            else:
+                self._future.set_result(self._outputs)
 
     def wait(self, timeout=None) -> bool:
+        end = self._job.result()         # raises the collective's error
+        self._complete(self._job)
         on_wait, self._on_wait = self._on_wait, None
         if on_wait is not None:
-            on_wait()
+            on_wait(end)
         return True
 
     def get_future(self):
@@ -94,6 +113,7 @@ class NeuronCollectives(PointToPoint):
         self.progress = PrefixStore("neuron/progress", store)   # each rank's last collective, for diagnoses
         self.sequence_number = 0
         self._lock = threading.RLock()   # collectives of one group run one at a time, in issue order
+        self._issuer = Issuer(f"neuron-collectives-{group_name}")
         lifetime.track(self)   # its gloo workers end before the interpreter (trnsim.distributed.lifetime)
 
     # ---- the steps every collective shares
@@ -136,11 +156,11 @@ class NeuronCollectives(PointToPoint):
                 f"on rank {self.rank} within the timeout of {self.timeout.total_seconds():g} s: {who}. "
                 f"Transport error: {error}")
 
-    def _begin(self, op: str, tensors, device: int, async_op: bool, shape_of=None, check_shape=True):
-        """The header exchange: returns the start time. Raises on every rank if the ranks disagree."""
+    def _begin(self, op: str, tensors, device: int, ready: int, shape_of=None, check_shape=True):
+        """The header exchange: returns (arrival, start). Raises on every rank if the ranks disagree."""
         self.sequence_number += 1
         self.progress.set(str(self.rank), str(self.sequence_number))
-        arrival = self.queue.arrival(device, async_op)
+        arrival = self.queue.arrival_after(device, ready)
         ref = shape_of if shape_of is not None else (tensors[0] if tensors else None)
         code = _OPS.index(op)
         head = [arrival, code, self.sequence_number] + [0] * (_HEADER - 3)
@@ -167,27 +187,40 @@ class NeuronCollectives(PointToPoint):
                     f"passed {show(theirs)}; no data was moved")
         return arrival, meet(h[0] for h in heads)
 
-    def _finish(self, op: str, nbytes: int, device: int, arrival: int, start: int, async_op: bool, outputs,
-                ranks=None):
-        cost = collective_cost(self.topology, op, nbytes, ranks or self.global_ranks)
+    def _finish(self, op: str, nbytes: int, device: int, arrival: int, start: int, async_op: bool) -> int:
+        """Times the collective on the topology and records it; returns its end (ps)."""
+        cost = collective_cost(self.topology, op, nbytes, self.global_ranks)
         end = start + round(cost.seconds * 1e12)
         self.queue.finish(device, CollectiveRecord(self.group_name, op, nbytes, cost.ranks, cost.algorithm,
                                                    arrival, start, end, cost.busbw), async_op)
-        if async_op:
-            return _CollectiveWork(outputs, lambda: self.queue.wait_for(device, end))
-        fut = torch.futures.Future()
-        fut.set_result(outputs)
-        return _create_work_from_future(fut)
+        return end
 
-    def _run(self, op, tensors, outputs, nbytes, async_op, move, shape_of=None, check_shape=True):
+    def _run(self, op, tensors, outputs, nbytes, async_op, move, shape_of=None, check_shape=True, device=None):
+        """Runs a collective: at once if blocking, else on the group's issuer thread (in issue order,
+        as gloo runs its collectives on worker threads), so that the issuing thread goes on with its
+        compute while the ranks meet and the values move."""
         outputs = [t for o in outputs for t in (o if isinstance(o, (list, tuple)) else [o])]
-        with self._lock:
+        if device is None:
             device = self._device(op, list(tensors) + list(outputs))
-            arrival, start = self._begin(op, tensors, device, async_op, shape_of, check_shape)
-            if not _timing_only():
-                with torch.no_grad():
+        ready = self.queue.ready(device, async_op)    # the device's clock when the collective is issued
+        stream = torch.neuron.current_stream(device) if async_op else None
+
+        def job() -> int:
+            with self._lock, torch.neuron.stream(stream), torch.no_grad():
+                arrival, start = self._begin(op, tensors, device, ready, shape_of, check_shape)
+                if not _timing_only():
                     move()
-            return self._finish(op, nbytes, device, arrival, start, async_op, list(outputs))
+                return self._finish(op, nbytes, device, arrival, start, async_op)
+
+        if not async_op or self._issuer.on_issuer_thread():
+            self._issuer.flush()                       # the group's earlier collectives go first
+            job()
+            fut = torch.futures.Future()
+            fut.set_result(outputs)
+            return _create_work_from_future(fut)
+        pending = self._issuer.submit(job)
+        self.queue.track(pending)
+        return _CollectiveWork(outputs, pending, lambda end: self.queue.wait_for(device, end))
 
     # ---- reductions
 
@@ -392,10 +425,8 @@ class NeuronCollectives(PointToPoint):
         return self._run("all_to_all", inputs, outputs, _nbytes(inputs), async_op, move, check_shape=False)
 
     def barrier(self, device_ids, timeout_ms):
-        with self._lock:
-            device = device_ids[0] if device_ids else torch.neuron.current_device()
-            arrival, start = self._begin("barrier", [], device, False)
-            return self._finish("barrier", 0, device, arrival, start, False, [])
+        device = device_ids[0] if device_ids else torch.neuron.current_device()
+        return self._run("barrier", [], [], 0, False, lambda: None, device=device)
 
     # ---- lifecycle
 
@@ -407,4 +438,5 @@ class NeuronCollectives(PointToPoint):
         self.gloo.abort()
 
     def shutdown(self):
+        self._issuer.flush()
         lifetime.release(self)

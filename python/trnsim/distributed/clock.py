@@ -14,6 +14,7 @@ Time the device spends waiting for communication is the *exposed* communication.
 from __future__ import annotations
 
 import threading
+from concurrent.futures import wait
 from dataclasses import dataclass, replace
 
 
@@ -50,14 +51,34 @@ class CommQueue:
         self.records: list[CollectiveRecord] = []
         self.exposed_ps: dict[int, int] = {}      # per device: time it waited for communication
         self.exposed_spans: list[tuple[int, int, int]] = []   # (device, from ps, to ps) of each such wait
+        self._running: set = set()     # asynchronous collectives not yet run (trnsim.distributed.issuer)
 
     def arrival(self, device: int, async_op: bool) -> int:
         """When this rank's collective is ready to start: its inputs are ready (the device's
         work so far; a blocking call also waits for the issuing stream) and the queue is free."""
+        return self.arrival_after(device, self.ready(device, async_op))
+
+    def ready(self, device: int, async_op: bool) -> int:
+        """When the inputs of a collective issued now are ready (read when it is issued)."""
         device_ps, stream_ps = self._hooks.clock(device)
-        ready = device_ps if async_op else max(device_ps, stream_ps)
+        return device_ps if async_op else max(device_ps, stream_ps)
+
+    def arrival_after(self, device: int, ready: int) -> int:
+        """The arrival of a collective whose inputs are ready at 'ready': once the queue is free
+        (the collectives issued before it have ended)."""
         with self._lock:
             return max(ready, self._free_ps.get(device, 0))
+
+    def track(self, pending) -> None:
+        """An asynchronous collective still running on its issuer thread (a concurrent Future):
+        drain() waits for it to run before the device waits for its end."""
+        with self._lock:
+            self._running.add(pending)
+        pending.add_done_callback(self._ran)
+
+    def _ran(self, pending) -> None:
+        with self._lock:
+            self._running.discard(pending)
 
     def finish(self, device: int, record: CollectiveRecord, async_op: bool) -> None:
         record = replace(record, device=device)
@@ -71,6 +92,10 @@ class CommQueue:
 
     def drain(self, device: int | None = None) -> None:
         """The device (every device with collectives, if None) waits for its collectives to end."""
+        with self._lock:
+            running = list(self._running)
+        if running:
+            wait(running)
         with self._lock:
             pending = dict(self._free_ps) if device is None else {device: self._free_ps.get(device, 0)}
         for dev, end in pending.items():
