@@ -175,3 +175,27 @@ def test_instructions_trnsim_lacks_raise_naming_the_call(name):
 
     with pytest.raises(nki.NkiUnsupportedError, match=f"nisa.{name} has no trnsim instruction"):
         nki.simulate_kernel(k, rand(4, 4))
+
+
+@nki.jit
+def pattern_form_kernel(a):
+    """The newer generation's iota and affine_select: [[step, num], ...] patterns, offset and
+    channel_multiplier instead of an nl.arange expression (a causal mask)."""
+    P, F = a.shape
+    idx = nl.ndarray((P, F), dtype=nl.int32, buffer=nl.sbuf)
+    nisa.iota(idx, [[1, F]], offset=5, channel_multiplier=100)
+    masked = nl.ndarray((P, F), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.affine_select(dst=masked, pattern=[[-1, F]], offset=0, channel_multiplier=1, on_true_tile=nl.load(a),
+                       on_false_value=-1e4, cmp_op=nl.greater_equal)
+    out = nl.ndarray((P, 2 * F), dtype=nl.float32, buffer=nl.shared_hbm)
+    nl.store(out[:, 0:F], value=nl.copy(idx, dtype=nl.float32))
+    nl.store(out[:, F:2 * F], value=masked)
+    return out
+
+
+def test_iota_and_affine_select_pattern_form():
+    a = rand(64, 48)
+    out = nki.simulate_kernel(pattern_form_kernel, a)
+    p, f = np.mgrid[0:64, 0:48]
+    np.testing.assert_array_equal(out[:, :48], 5 + 100 * p + f)
+    np.testing.assert_array_equal(out[:, 48:], np.where(p - f >= 0, a, np.float32(-1e4)))

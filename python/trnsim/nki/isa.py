@@ -229,8 +229,37 @@ def memset(*args, mask=None, engine=None, **kwargs):
     return out
 
 
+def _pattern_affine(call: str, dst: NkiTensor, pattern, offset, channel_multiplier) -> tuple:
+    """The newer generation's access pattern form, [[step, num], ...] (outermost first) over dst's
+    free dims plus offset + partition * channel_multiplier, as affine fields."""
+    entries = [(int(step), int(num)) for step, num in pattern if int(num) != 1]
+    dims = [d for d, n in enumerate(dst.free_shape) if n != 1]
+    if [n for _, n in entries] != [dst.free_shape[d] for d in dims] or len(dst.free_shape) > 4:
+        raise NkiError(f"nisa.{call}: pattern {pattern} does not match the free dims {tuple(dst.free_shape)} of "
+                       "its destination (at most 4 free dims)")
+    fm = [0, 0, 0, 0]
+    for d, (step, _n) in zip(dims, entries):
+        fm[d] = step
+    return (int(offset), int(channel_multiplier), tuple(fm))
+
+
+def _pattern_form(args, kwargs, names) -> dict | None:
+    """The arguments of a newer-generation iota / affine_select (dst, pattern, offset, ...), or None."""
+    if "pattern" not in kwargs and not (len(args) > 1 and isinstance(args[1], (list, tuple))):
+        return None
+    vals = dict(zip(names, args))
+    vals.update({n: kwargs.pop(n) for n in names if n in kwargs})
+    return vals
+
+
 @masked
 def iota(*args, mask=None, dtype=None, **kwargs):
+    new = _pattern_form(args, kwargs, ("dst", "pattern", "offset", "channel_multiplier"))
+    if new is not None:
+        dst = new["dst"]
+        fields = _pattern_affine("iota", dst, new["pattern"], new.get("offset", 0), new.get("channel_multiplier", 0))
+        lw.emit("iota", "GpSimd", dst, affine=masking.shifted(fields))
+        return dst
     dst, args = _split_dst(args, kwargs, 1 if dtype is not None else 2)
     expr = args[0] if args else kwargs.pop("expr")
     if dtype is None and len(args) > 1:
@@ -244,6 +273,14 @@ def iota(*args, mask=None, dtype=None, **kwargs):
 
 @masked
 def affine_select(*args, dtype=None, mask=None, **kwargs):
+    new = _pattern_form(args, kwargs, ("dst", "pattern", "offset", "channel_multiplier", "on_true_tile",
+                                       "on_false_value", "cmp_op"))
+    if new is not None:
+        dst = new["dst"]
+        fields = _pattern_affine("affine_select", dst, new["pattern"], new["offset"], new["channel_multiplier"])
+        lw.emit("affine_select", "GpSimd", dst, (lw.as_tile(new["on_true_tile"]),), affine=masking.shifted(fields),
+                alu0=lw.ALU[alu_name(new.get("cmp_op", "eq"))], imm0=float(new["on_false_value"]))
+        return dst
     dst, args = _split_dst(args, kwargs, 3)
     pred = args[0] if args else kwargs.pop("pred")
     on_true = lw.as_tile(args[1] if len(args) > 1 else kwargs.pop("on_true_tile"))
@@ -251,8 +288,8 @@ def affine_select(*args, dtype=None, mask=None, **kwargs):
     if not isinstance(pred, Predicate):
         raise NkiError("nisa.affine_select takes an affine condition such as (i_p - i_f >= 0)")
     out = lw.output(dst, on_true.shape, dtype or on_true.dtype)
-    lw.emit("affine_select", "GpSimd", out, (on_true,), affine=masking.shifted(lw.affine_fields(pred.expr)), alu0=lw.ALU[alu_name(pred.op)],
-            imm0=float(on_false))
+    lw.emit("affine_select", "GpSimd", out, (on_true,), affine=masking.shifted(lw.affine_fields(pred.expr)),
+            alu0=lw.ALU[alu_name(pred.op)], imm0=float(on_false))
     return out
 
 
