@@ -10,13 +10,14 @@
 // the patches do not overlap).
 #include <algorithm>
 
-#include "trnsim/ops.h"
-#include "trnsim/tiling.h"
+#include "conv_common.h"
 
 namespace trnsim::ops {
 
 namespace {
 
+using conv_detail::check_float;
+using conv_detail::hbm_at;
 using tiling::ceil_div;
 using tiling::fail;
 
@@ -55,15 +56,6 @@ std::vector<PosBlock> position_blocks(const PatchConv& c, int64_t max_positions)
     return blocks;
 }
 
-AccessPattern hbm_at(const TensorDesc& t, int64_t elem) {
-    AccessPattern ap;
-    ap.space = MemSpace::HBM;
-    ap.dtype = t.dtype;
-    ap.arg = t.arg;
-    ap.offset = static_cast<uint64_t>((t.offset + elem) * static_cast<int64_t>(dtype_size(t.dtype)));
-    return ap;
-}
-
 // x[n, ci, ho*kh + i, wo*kw + j] for j along kw partitions and the block's positions along the free dims.
 AccessPattern patch_rows(const PatchConv& c, const TensorDesc& x, const PosBlock& b, int64_t ci, int64_t i) {
     const auto& s = x.strides;
@@ -99,12 +91,6 @@ void move_patches(KernelBuilder& kb, tiling::DmaQueues& q, const PatchConv& c, c
         if (store) kb.dma_copy(hbm, sb, q.store());
         else kb.dma_copy(sb, hbm, q.load());
     }
-}
-
-void check_float(const std::string& op, const TensorDesc& t, const char* name) {
-    tiling::check_desc(op, t, name);
-    if (t.dtype != DType::f32 && t.dtype != DType::bf16 && t.dtype != DType::f16)
-        fail(op, std::string(name) + " " + t.str() + ": dtype not supported (f32, bf16, f16)");
 }
 
 PatchConv patch_conv(const std::string& op, const TensorDesc& x, const TensorDesc& weight, const TensorDesc& out,
@@ -195,12 +181,8 @@ void conv2d_patchify(KernelBuilder& kb, const TensorDesc& out, const TensorDesc&
             }
             const AccessPattern st = staging.next().region(0, rows, 0, b.count());
             const Engine e = (evac_next++ & 1) ? Engine::Scalar : Engine::Vector;
-            if (bias) {
-                const AccessPattern bias_col = bias_t.region(0, rows, ct, 1);
-                kb.tensor_scalar_ex(st, acc, AluOp::add, 0.0f, &bias_col, AluOp::bypass, 0.0f, nullptr, 0, e);
-            } else {
-                kb.tensor_copy(st, acc, e);
-            }
+            const AccessPattern bias_col = bias ? bias_t.region(0, rows, ct, 1) : AccessPattern{};
+            conv_detail::evacuate(kb, st, acc, bias ? &bias_col : nullptr, e);
             kb.dma_copy(channel_rows(out, b, ct * 128, rows), st, q.store());
         }
     }

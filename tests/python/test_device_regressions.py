@@ -127,15 +127,10 @@ def test_addmm_with_an_empty_output_and_a_broadcastable_bias():
     assert out.shape == (0, 4) and out.device.type == DEV
 
 
-# ---- convolutions other than patch embeddings run on the CPU, counted
+# ---- 3-D convolutions run on the CPU, counted (1-D and 2-D ones: test_ops_conv.py)
 
 CONVOLUTIONS = {
-    "conv1d": (lambda: torch.nn.Conv1d(3, 4, 3, padding=1), (2, 3, 8)),
-    "conv2d": (lambda: torch.nn.Conv2d(3, 4, 3, padding=1), (2, 3, 8, 8)),
-    "conv2d_groups_stride": (lambda: torch.nn.Conv2d(4, 6, 3, stride=2, groups=2), (2, 4, 9, 9)),
     "conv3d": (lambda: torch.nn.Conv3d(3, 4, 3), (1, 3, 5, 5, 5)),
-    "conv_transpose1d": (lambda: torch.nn.ConvTranspose1d(3, 4, 3, stride=2), (2, 3, 6)),
-    "conv_transpose2d": (lambda: torch.nn.ConvTranspose2d(3, 4, 3, stride=2, output_padding=1), (2, 3, 4, 4)),
     "conv_transpose3d": (lambda: torch.nn.ConvTranspose3d(3, 2, 2), (1, 3, 3, 3, 3)),
 }
 

@@ -1,10 +1,8 @@
 // Matrix products on neuron: mm, bmm, addmm, baddbmm (functional and out=), each one
 // kernel of trnsim/ops.h on the TensorE. Transposed operands (weight.t(), k.transpose)
 // are read through their strides, never copied. torch.matmul, F.linear and
-// nn.Linear decompose into these. Also the ops built on them: patch-embedding
-// convolutions (kernel == stride, forward and backward as patch copies plus GEMMs; other
-// convolutions run on the CPU, counted). Row gathers (embedding, index_select) are in
-// indexing.cpp.
+// nn.Linear decompose into these. Convolutions are in conv.cpp, row gathers (embedding,
+// index_select) in indexing.cpp.
 #include <ATen/ATen.h>
 #include <ATen/ExpandUtils.h>
 #include <ATen/native/Resize.h>
@@ -155,73 +153,9 @@ at::Tensor& baddbmm_out(const at::Tensor& self, const at::Tensor& a, const at::T
     return out;
 }
 
-// ---- convolution: the patch-embedding case (kernel == stride, no padding, no dilation, one group)
-// is native; every other convolution runs aten::convolution / aten::convolution_backward on the
-// CPU through the counted fallback (the CPU has no convolution_overrideable).
-
-bool is_patch_conv(const at::Tensor& input, const at::Tensor& weight, c10::SymIntArrayRef stride,
-                   c10::SymIntArrayRef padding, c10::SymIntArrayRef dilation, bool transposed, const c10::SymInt& groups) {
-    if (transposed || groups != 1 || input.dim() != 4 || weight.dim() != 4) return false;
-    if (stride.size() != 2 || padding.size() != 2 || dilation.size() != 2) return false;
-    for (int i = 0; i < 2; ++i) {
-        const int64_t k = weight.size(2 + i);
-        if (stride[i] != k || padding[i] != 0 || dilation[i] != 1 || input.size(2 + i) % k != 0) return false;
-    }
-    return input.size(1) == weight.size(1) && matmul_supported({&input, &weight});
-}
-
-// [N, C, H, W] -> [N*h*w, C*ph*pw] rows of patches (one copy kernel).
-at::Tensor patches_of(const at::Tensor& input, int64_t ph, int64_t pw) {
-    const int64_t n = input.size(0), c = input.size(1), h = input.size(2) / ph, w = input.size(3) / pw;
-    return input.reshape({n, c, h, ph, w, pw}).permute({0, 2, 4, 1, 3, 5}).reshape({n * h * w, c * ph * pw});
-}
-
-at::Tensor convolution_overrideable(const at::Tensor& input, const at::Tensor& weight,
-                                    const std::optional<at::Tensor>& bias, c10::SymIntArrayRef stride,
-                                    c10::SymIntArrayRef padding, c10::SymIntArrayRef dilation, bool transposed,
-                                    c10::SymIntArrayRef output_padding, c10::SymInt groups) {
-    if (!is_patch_conv(input, weight, stride, padding, dilation, transposed, groups))
-        return run_fallback_symint<at::_ops::convolution>(input, weight, bias, stride, padding, dilation, transposed,
-                                                          output_padding, groups);
-    const int64_t ph = weight.size(2), pw = weight.size(3), o = weight.size(0);
-    const int64_t n = input.size(0), h = input.size(2) / ph, w = input.size(3) / pw;
-    at::Tensor rows = patches_of(input, ph, pw);
-    at::Tensor wt = weight.reshape({o, -1}).t();
-    at::Tensor out = bias && bias->defined() ? at::addmm(*bias, rows, wt) : at::mm(rows, wt);
-    return out.view({n, h, w, o}).permute({0, 3, 1, 2}).contiguous();
-}
-
-std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward_overrideable(
-    const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight, c10::SymIntArrayRef stride,
-    c10::SymIntArrayRef padding, c10::SymIntArrayRef dilation, bool transposed, c10::SymIntArrayRef output_padding,
-    c10::SymInt groups, std::array<bool, 3> mask) {
-    if (!is_patch_conv(input, weight, stride, padding, dilation, transposed, groups)) {
-        // The bias gradient's shape: the output channels.
-        const c10::SymInt out_channels = transposed ? weight.sym_size(1) * groups : weight.sym_size(0);
-        const std::vector<c10::SymInt> bias_sizes{out_channels};
-        return run_fallback_symint<at::_ops::convolution_backward>(
-            grad_output, input, weight, mask[2] ? std::optional<c10::SymIntArrayRef>(bias_sizes) : std::nullopt,
-            stride, padding, dilation, transposed, output_padding, groups, mask);
-    }
-    const int64_t ph = weight.size(2), pw = weight.size(3), o = weight.size(0);
-    const int64_t n = input.size(0), c = input.size(1), h = input.size(2) / ph, w = input.size(3) / pw;
-    at::Tensor g = grad_output.permute({0, 2, 3, 1}).reshape({n * h * w, o});
-    at::Tensor grad_input, grad_weight, grad_bias;
-    if (mask[0]) {
-        at::Tensor g_rows = at::mm(g, weight.reshape({o, -1}));   // [N*h*w, C*ph*pw]
-        grad_input = at::empty(input.sizes(), input.options());
-        grad_input.view({n, c, h, ph, w, pw}).copy_(g_rows.view({n, h, w, c, ph, pw}).permute({0, 3, 1, 4, 2, 5}));
-    }
-    if (mask[1]) grad_weight = at::mm(g.t(), patches_of(input, ph, pw)).view(weight.sizes());
-    if (mask[2]) grad_bias = g.sum(0);
-    return {grad_input, grad_weight, grad_bias};
-}
-
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-    m.impl("convolution_overrideable", convolution_overrideable);
-    m.impl("convolution_backward_overrideable", convolution_backward_overrideable);
     m.impl("mm", mm);
     m.impl("mm.out", mm_out);
     m.impl("bmm", bmm);
