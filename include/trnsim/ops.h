@@ -22,6 +22,7 @@
 #include "trnsim/tiling.h"   // TensorDesc, OpError
 
 #include "trnsim/ops/attention.h"
+#include "trnsim/ops/attention_decode.h"
 #include "trnsim/ops/conv.h"
 #include "trnsim/ops/indexing.h"
 #include "trnsim/ops/losses.h"

@@ -12,6 +12,7 @@
 #include <cmath>
 #include <limits>
 
+#include "aten/native/attention_decode.h"
 #include "aten/native/launch.h"
 #include "aten/native/util.h"
 #include "runtime/devices.h"
@@ -34,8 +35,10 @@ bool sdpa_fused_ok(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v
 }
 
 int64_t fused_sdp_choice(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                         const std::optional<at::Tensor>& mask, double dropout_p, bool /*is_causal*/,
+                         const std::optional<at::Tensor>& mask, double dropout_p, bool is_causal,
                          std::optional<double> /*scale*/, bool enable_gqa) {
+    if (sdpa_decode_takes(q, k, v, mask, dropout_p, is_causal, enable_gqa))
+        return static_cast<int64_t>(sdp::SDPBackend::overrideable);
     return static_cast<int64_t>(sdpa_fused_ok(q, k, v, mask, dropout_p, enable_gqa) ? sdp::SDPBackend::overrideable
                                                                                      : sdp::SDPBackend::math);
 }
@@ -56,6 +59,17 @@ at::Tensor fully_masked_rows(const at::Tensor& mask, at::IntArrayRef lse_sizes) 
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, c10::SymInt, c10::SymInt, at::Tensor, at::Tensor, at::Tensor>
 sdpa_forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const std::optional<at::Tensor>& mask,
              double dropout_p, bool is_causal, bool return_debug_mask, std::optional<double> scale) {
+    // Few query rows per k/v head (decode): the flash-decoding kernel. Grouped-query shapes
+    // reach here only from that choice (enable_gqa); the kernel gives zeros for a row that
+    // sees no key, and the lse of such rows is made +inf below for the backward.
+    if (!return_debug_mask && sdpa_decode_takes(q, k, v, mask, dropout_p, is_causal, true)) {
+        const at::Tensor* m = defined_or_null(mask);
+        auto [out, lse] = sdpa_decode_forward(q, k, v, m, sdpa_scale(q, scale));
+        if (m && (q.requires_grad() || k.requires_grad() || v.requires_grad() || m->requires_grad()))
+            lse.masked_fill_(fully_masked_rows(*m, lse.sizes()), std::numeric_limits<double>::infinity());
+        return {out, lse, at::Tensor(), at::Tensor(), c10::SymInt(q.size(2)), c10::SymInt(k.size(2)),
+                at::Tensor(), at::Tensor(), at::Tensor()};
+    }
     TORCH_CHECK(sdpa_fused_ok(q, k, v, mask, dropout_p, false) && !return_debug_mask,
                 "trnsim: the neuron attention kernel takes 4-d q/k/v of one float dtype, head dims <= 128, "
                 "no dropout and no debug mask");
