@@ -161,25 +161,25 @@ def cmd_chips(argv: list[str]) -> int:
     for name in _core.chip_presets():
         info = _core.chip_info(name)
         c = chip(name)
-        data.append({**info, "bf16_flops": c.bf16, "fp8_flops": c.fp8, "ridge": c.ridge})
+        data.append({**info, "bf16_flops": c.bf16, "fp8_flops": c.fp8, "ridge": c.ridge, "ridge_fp8": c.ridge_fp8})
         rows.append([name, str(info["physical_cores"]), str(info["lnc"]),
                      f"{info['peak_flops_bf16_per_core'] / 1e12:.1f}", f"{c.bf16 / 1e12:.0f}", f"{c.fp8 / 1e12:.0f}",
                      f"{info['hbm_capacity_bytes'] / 2**30:.0f} GiB", f"{c.hbm_bytes_per_s / 1e12:.2f}",
-                     f"{c.ridge:.0f}", "preset"])
+                     f"{c.ridge:.0f}", f"{c.ridge_fp8:.0f}", "preset"])
     for name in PUBLIC_CHIPS:
         c = chip(name)
         data.append({"name": name, "bf16_flops": c.bf16, "fp8_flops": c.fp8, "hbm_bytes": c.hbm_bytes,
-                     "hbm_bytes_per_s": c.hbm_bytes_per_s, "ridge": c.ridge})
+                     "hbm_bytes_per_s": c.hbm_bytes_per_s, "ridge": c.ridge, "ridge_fp8": c.ridge_fp8})
         rows.append([name, "-", "-", "-", f"{c.bf16 / 1e12:.0f}", f"{c.fp8 / 1e12:.0f}",
                      f"{c.hbm_bytes / 1e9:.0f} GB", f"{c.hbm_bytes_per_s / 1e12:.2f}", f"{c.ridge:.0f}",
-                     "public dense peak"])
+                     f"{c.ridge_fp8:.0f}", "public dense peak"])
     if args.json:
         print(json.dumps(data, indent=1))
         return 0
     print(_table(["chip", "cores", "lnc", "BF16 TF/core", "BF16 TFLOP/s", "FP8 TFLOP/s", "HBM", "HBM TB/s",
-                  "ridge FLOP/B", "source"], rows))
+                  "ridge BF16", "ridge FP8", "source"], rows))
     print("\nPer-chip figures; a trnsim device simulates one NeuronCore (BF16 TF/core). "
-          "Ridge point = BF16 peak / HBM bandwidth.")
+          "Ridge points (FLOP per HBM byte) = BF16 or FP8 dense peak / HBM bandwidth.")
     return 0
 
 
@@ -232,7 +232,8 @@ def cmd_roofline(argv: list[str]) -> int:
     print(f"{model.name}: {model.params / 1e9:.2f} B parameters ({model.params_per_token / 1e9:.2f} B per token), "
           f"seq {T}, training {model.training_flops_per_token(T) / 1e9:.1f} GFLOP/token "
           f"(6N + 12LHQT, attention {100 * model.attention_flops_per_token(T) / model.training_flops_per_token(T):.0f}%)")
-    header = ["chip", "BF16 TF", "TB/s", "ridge", f"train tok/s @{args.mfu:.0%}", "train s/seq",
+    header = ["chip", "BF16 TF", "FP8 TF", "TB/s", "ridge BF16", "ridge FP8", f"train tok/s @{args.mfu:.0%}",
+              "train s/seq",
               "prefill s/seq", "prefill bound"]
     if model.kind == "decoder":
         header += [f"decode tok/s/chip (B={args.batch})", "chips", "decode bound"]
@@ -240,8 +241,8 @@ def cmd_roofline(argv: list[str]) -> int:
         header += ["$/useful PF-h", "$/M tokens" if model.kind == "decoder" else ""]
     rows = []
     for b in results:
-        row = [b.chip.name, f"{b.chip.bf16 / 1e12:.0f}", f"{b.chip.hbm_bytes_per_s / 1e12:.2f}", f"{b.chip.ridge:.0f}",
-               f"{b.train_tokens_per_s:,.0f}", f"{b.train_step_s:.3g}", f"{b.prefill_s:.3g}", b.prefill_bound]
+        row = [b.chip.name, f"{b.chip.bf16 / 1e12:.0f}", f"{b.chip.fp8 / 1e12:.0f}", f"{b.chip.hbm_bytes_per_s / 1e12:.2f}",
+               f"{b.chip.ridge:.0f}", f"{b.chip.ridge_fp8:.0f}", f"{b.train_tokens_per_s:,.0f}", f"{b.train_step_s:.3g}", f"{b.prefill_s:.3g}", b.prefill_bound]
         if model.kind == "decoder":
             row += [f"{b.decode_tokens_per_s:,.1f}", str(b.decode_chips), b.decode_bound or "-"]
         if prices is not None:
@@ -253,7 +254,8 @@ def cmd_roofline(argv: list[str]) -> int:
         rows.append(row)
     print(_table(header, rows))
     print("\nBounds are speed of light: compute at the dense BF16 peak, memory at full HBM bandwidth, no "
-          "communication. trn* peaks come from the presets, GPUs from public dense peaks.")
+          "communication. trn* peaks come from the presets, GPUs from public dense peaks. Ridge points are FLOP "
+          "per HBM byte at the BF16 and FP8 dense peaks: an op below the ridge is bound by bandwidth.")
     if prices is not None:
         print(f"Costs: $/useful PFLOP-hour = price / (MFU {args.mfu:.0%} x peak); $/M tokens = price / decode "
               "tokens per chip-hour. Public prices are on-demand US prices per chip-hour (late 2025, unverified "

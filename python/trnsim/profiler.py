@@ -99,6 +99,16 @@ class Row:
         return self.flops / self.hbm_bytes if self.hbm_bytes else math.inf
 
     @property
+    def bandwidth_bound_s(self) -> float:
+        """The time its HBM bytes take at the device's full HBM bandwidth."""
+        return self.hbm_bytes / self.hbm_bytes_per_s
+
+    @property
+    def mbu(self) -> float:
+        """Model bandwidth utilisation: HBM bytes / (time x HBM bandwidth of the device)."""
+        return self.bandwidth_bound_s / self.time_s if self.time_s > 0 else 0.0
+
+    @property
     def bound(self) -> str:
         t_compute = self.flops / self.peak_flops
         t_memory = self.hbm_bytes / self.hbm_bytes_per_s
@@ -136,6 +146,11 @@ class Step:
         return self.hbm_bytes / (self.time_s * self.hbm_bytes_per_s) if self.time_s > 0 else 0.0
 
     @property
+    def bandwidth_bound_s(self) -> float:
+        """The step's HBM bytes at the device's full HBM bandwidth: its time at MBU 1."""
+        return self.hbm_bytes / self.hbm_bytes_per_s
+
+    @property
     def engine_utilisation(self) -> dict[str, float]:
         return {q: busy / self.time_s if self.time_s > 0 else 0.0 for q, busy in self.engine_busy_s.items()}
 
@@ -162,12 +177,14 @@ class Summary:
         def row(r: Row) -> dict[str, Any]:
             d = dataclasses.asdict(r)
             d.update(tflops=r.tflops, percent_of_peak=r.percent_of_peak,
-                     intensity=None if math.isinf(r.intensity) else r.intensity, bound=r.bound)
+                     intensity=None if math.isinf(r.intensity) else r.intensity, bound=r.bound, mbu=r.mbu,
+                     bandwidth_bound_s=r.bandwidth_bound_s)
             return d
 
         def step(s: Step) -> dict[str, Any]:
             d = dataclasses.asdict(s)
-            d.update(mfu=s.mfu, hfu=s.hfu, mbu=s.mbu, engine_utilisation=s.engine_utilisation)
+            d.update(mfu=s.mfu, hfu=s.hfu, mbu=s.mbu, bandwidth_bound_s=s.bandwidth_bound_s,
+                     engine_utilisation=s.engine_utilisation)
             return d
 
         out = {k: v for k, v in dataclasses.asdict(self).items()

@@ -53,11 +53,14 @@ def queue_order(name: str) -> tuple[int, int]:
 
 def _row_cells(r: "Row", total_s: float) -> list[str]:
     share = 100.0 * r.time_s / total_s if total_s > 0 else 0.0
-    return [r.name, str(r.calls), seconds(r.time_s), f"{share:.1f}%", si(r.flops), si(r.hbm_bytes, "B"),
-            f"{r.tflops:.3g}", f"{r.percent_of_peak:.1f}%", _intensity(r.intensity), r.bound]
+    return [r.name, str(r.calls), seconds(r.time_s), seconds(r.bandwidth_bound_s), f"{share:.1f}%", si(r.flops),
+            si(r.hbm_bytes, "B"), f"{r.tflops:.3g}", f"{r.percent_of_peak:.1f}%", f"{100 * r.mbu:.1f}%",
+            _intensity(r.intensity), r.bound]
 
 
-ROW_HEADER = ["name", "calls", "time", "share", "FLOPs", "HBM bytes", "TFLOP/s", "% peak", "FLOP/B", "bound"]
+# "HBM bound": the row's HBM bytes at the device's full bandwidth; MBU = that / time.
+ROW_HEADER = ["name", "calls", "time", "HBM bound", "share", "FLOPs", "HBM bytes", "TFLOP/s", "% peak", "MBU",
+              "FLOP/B", "bound"]
 
 
 def _table(header: list[str], rows: list[list[str]]) -> str:
@@ -80,12 +83,13 @@ def summary_text(s: "Summary", top: int = 15) -> str:
         "",
         "Steps",
     ]
-    step_rows = [[str(st.index), seconds(st.time_s), "train" if st.training else "fwd", si(st.model_flops),
+    step_rows = [[str(st.index), seconds(st.time_s), seconds(st.bandwidth_bound_s), "train" if st.training else "fwd",
+                  si(st.model_flops),
                   si(st.hardware_flops), f"{100 * st.mfu:.2f}%", f"{100 * st.hfu:.2f}%", f"{100 * st.mbu:.2f}%",
                   " ".join(f"{q}:{100 * u:.0f}%" for q, u in st.engine_utilisation.items()
                            if not q.startswith("DMA") and q != "Sync")]
                  for st in s.steps]
-    out.append(_table(["step", "time", "kind", "model FLOPs", "TensorE FLOPs", "MFU", "HFU", "MBU",
+    out.append(_table(["step", "time", "HBM bound", "kind", "model FLOPs", "TensorE FLOPs", "MFU", "HFU", "MBU",
                        "engine utilisation"], step_rows))
     if any(st.comm_s for st in s.steps):
         out.append("communication (torch.distributed): " + ", ".join(
@@ -243,7 +247,8 @@ def _html_rows(rows: list["Row"], total_s: float, top: int) -> list[list[str]]:
 
 def render_html(s: "Summary", points: list[dict[str, Any]], timeline: dict[str, Any], top: int = 25) -> str:
     ops_time = sum(r.time_s for r in s.ops)
-    step_rows = [[str(st.index), seconds(st.time_s), "training" if st.training else "forward",
+    step_rows = [[str(st.index), seconds(st.time_s), seconds(st.bandwidth_bound_s),
+                  "training" if st.training else "forward",
                   si(st.model_flops), si(st.hardware_flops), si(st.hbm_bytes, "B"), f"{100 * st.mfu:.2f}%",
                   f"{100 * st.hfu:.2f}%", f"{100 * st.mbu:.2f}%"] for st in s.steps]
     engines = sorted({q for st in s.steps for q in st.engine_utilisation}, key=queue_order)
@@ -265,7 +270,7 @@ def render_html(s: "Summary", points: list[dict[str, Any]], timeline: dict[str, 
 <tr><td>peak device memory</td><td>{memory}</td></tr>
 </tbody></table>
 <h2>Step metrics</h2>
-{_html_table(["step", "time", "kind", "model FLOPs", "TensorE FLOPs", "HBM bytes", "MFU", "HFU", "MBU"], step_rows)}
+{_html_table(["step", "time", "HBM bound", "kind", "model FLOPs", "TensorE FLOPs", "HBM bytes", "MFU", "HFU", "MBU"], step_rows)}
 <h2>Engine utilisation per step</h2>
 {_html_table(["step"] + engines, engine_rows)}
 <p class="note">{html.escape(s.convention)}</p>

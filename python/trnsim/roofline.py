@@ -50,7 +50,13 @@ class Chip:
 
     @property
     def ridge(self) -> float:
+        """BF16 ridge point: FLOP per HBM byte at which the BF16 peak and the bandwidth meet."""
         return self.bf16 / self.hbm_bytes_per_s
+
+    @property
+    def ridge_fp8(self) -> float:
+        """FP8 ridge point (dense FP8 peak / HBM bandwidth)."""
+        return self.fp8 / self.hbm_bytes_per_s
 
 
 def chip(name: str) -> Chip:
@@ -180,5 +186,5 @@ def bounds(model: Model, c: Chip, mfu: float = 0.4, batch: int = 1, context: int
 
 def as_dict(b: Bounds) -> dict[str, Any]:
     d = dataclasses.asdict(b)
-    d["chip"] = dataclasses.asdict(b.chip) | {"ridge": b.chip.ridge}
+    d["chip"] = dataclasses.asdict(b.chip) | {"ridge": b.chip.ridge, "ridge_fp8": b.chip.ridge_fp8}
     return d
