@@ -10,6 +10,7 @@
 #   make demo    build, then examples/demo.py (or the C++ trnsim_demo)
 #   make sanitize  the C++ core and its tests built with ASan and UBSan in build-asan/ (no
 #                PyTorch backend), then ctest; fails on any sanitizer report
+#   make sanitize-threads  the thread tests under TSan in build-tsan/; fails on any report
 #   make clean   remove the build tree
 #
 # How the build works: there is one CMake tree, build/. `make build` runs
@@ -54,7 +55,7 @@ DEPS_STAMP := $(VENV)/.deps-stamp
 
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 
-.PHONY: deps apt-deps venv-deps build test bench fidelity conformance demo sanitize clean
+.PHONY: deps apt-deps venv-deps build test bench fidelity conformance demo sanitize sanitize-threads clean
 
 deps: apt-deps venv-deps
 
@@ -117,15 +118,28 @@ demo: build
 	fi
 
 # Its own tree and flags: the sanitizers instrument every object, so nothing is shared with build/.
+# ccache keys the objects by paths relative to the tree, so another clone (CI's) reuses them.
 SANITIZE_DIR := build-asan
 SANITIZE_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer -g1
+SANITIZE_CCACHE := CCACHE_BASEDIR=$(CURDIR) CCACHE_NOHASHDIR=1
 sanitize: deps
 	cmake -S . -B $(SANITIZE_DIR) -G Ninja -DCMAKE_BUILD_TYPE=Release -DTRNSIM_WITH_TORCH=OFF \
 	  -DTRNSIM_BUILD_PYTHON=OFF -DTRNSIM_BUILD_BENCH=OFF -DTRNSIM_BUILD_TESTS=ON \
 	  "-DCMAKE_CXX_FLAGS=$(SANITIZE_FLAGS)" "-DCMAKE_EXE_LINKER_FLAGS=$(SANITIZE_FLAGS)"
-	cmake --build $(SANITIZE_DIR) --target trnsim_tests -j $(JOBS)
+	$(SANITIZE_CCACHE) cmake --build $(SANITIZE_DIR) --target trnsim_tests -j $(JOBS)
 	ASAN_OPTIONS=detect_leaks=1:halt_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  ctest --test-dir $(SANITIZE_DIR) --output-on-failure --no-tests=error -j$(JOBS)
+
+# ThreadSanitizer on the layers the thread tests run concurrently (isa, sim, runtime, profiler) and
+# on those tests (tests/cpp/test_runtime_threads.cpp); kernel, ops and compiler compile exactly as
+# in build/, so after `make build` ccache has their objects. Fails on any report.
+TSAN_DIR := build-tsan
+sanitize-threads: deps
+	cmake -S . -B $(TSAN_DIR) -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER=g++ -DTRNSIM_WITH_TORCH=OFF \
+	  -DTRNSIM_BUILD_PYTHON=OFF -DTRNSIM_BUILD_BENCH=OFF -DTRNSIM_BUILD_TESTS=ON \
+	  "-DTRNSIM_SANITIZE_LAYERS=isa;sim;runtime;profiler" "-DTRNSIM_SANITIZE_LAYER_FLAGS=-fsanitize=thread -g1"
+	cmake --build $(TSAN_DIR) --target trnsim_thread_tests -j $(JOBS)
+	TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 $(CONFIG_ENV) $(TSAN_DIR)/trnsim_thread_tests
 
 clean:
 	rm -rf $(BUILD_DIR) python/trnsim.egg-info
