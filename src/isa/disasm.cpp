@@ -96,6 +96,7 @@ void write_fields(std::ostringstream& os, const Instruction& ins) {
             if (!flag(F_S1_AP)) os << " initial=" << num_text(ins.imm0);
             return;
         case Opcode::tensor_reduce: os << " " << reduce_text(ins.reduce) << " dims=" << int(ins.reduce_ndim); return;
+        case Opcode::tensor_partition_reduce: os << " " << reduce_text(ins.reduce); return;
         case Opcode::memset: os << " value=" << num_text(ins.imm0); return;
         case Opcode::iota: os << " " << affine_text(ins.affine, ins.dst.ndim); return;
         case Opcode::affine_select:

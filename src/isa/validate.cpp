@@ -342,6 +342,13 @@ private:
                 return;
             case Opcode::bn_stats:
             case Opcode::bn_aggr: return check_bn();
+            case Opcode::tensor_partition_reduce:
+                if (ins_.reduce == ReduceOp::none) fail("reduce op none (a reduce op is required)");
+                if (ins_.dst.partitions != 1) fail("dst partitions ", ins_.dst.partitions, " must be 1 (one row)");
+                if (ins_.dst.free_elems() != ins_.src0.free_elems())
+                    fail("dst free elements ", ins_.dst.free_elems(), " != src0 free elements ",
+                         ins_.src0.free_elems(), " (shape mismatch)");
+                return;
             case Opcode::int_alu:
             case Opcode::int_reduce:
             case Opcode::int_scan: return check_int();

@@ -11,6 +11,7 @@
 //                         when it depends on its predecessor
 //                         tensor_tensor_scan max(MIN_II, 2N); max8, nc_find_index8 N (no MIN_II floor);
 //                         nc_match_replace8, bn_stats max(MIN_II, N); bn_aggr max(MIN_II, 13N/3);
+//                         tensor_scalar with a reduce output + MIN_II;
 //                         at least cross_partition_cycles_per_elem x N when the destination starts
 //                         on another partition than the source
 //   GpSimd                fixed start (~150) + N
@@ -113,6 +114,8 @@ double stream_cycles(const Instruction& ins, const StreamEngineConfig& eng, bool
             bool fast = eng.bf16_fast_mode && is_two_byte(ins.src0.dtype) && is_two_byte(ins.dst.dtype);
             // The divide stage runs at its own rate (no 2-byte fast mode).
             c = std::max(min_ii, divides(ins) ? eng.divide_cycles_per_elem * n / rate : (fast ? n / 2 : n) / rate);
+            // tensor_scalar with a reduce output (tensor_scalar_reduce): published as max(MIN_II, N) + MIN_II.
+            if (ins.reduce != ReduceOp::none) c += min_ii;
             break;
         }
         case CostKind::stream_fill: {

@@ -148,6 +148,21 @@ def test_tensor_scalar_reduce():
 
 
 @nki.jit
+def scale_kernel(x, scale):
+    out = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.shared_hbm)
+    nl.store(out, value=nisa.tensor_scalar(nl.load(x), nl.multiply, scale))
+    return out
+
+
+def test_tensor_scalar_reduce_costs_min_ii_more_than_tensor_scalar():
+    """Published: max(MIN_II, N) + MIN_II against tensor_scalar's max(MIN_II, N) (MIN_II = 64)."""
+    x = rand(128, 200)
+    extra = _duration_ns(scale_max_kernel, x, 0.5, op="tensor_scalar") - _duration_ns(scale_kernel, x, 0.5,
+                                                                                       op="tensor_scalar")
+    assert extra == pytest.approx(64 / VECTOR_GHZ, abs=1.0)
+
+
+@nki.jit
 def copy_predicated_kernel(x, y, fill):
     a, b = nl.load(x), nl.load(y)
     pred = nl.greater(b, 0.0, dtype=nl.float32)
@@ -166,7 +181,22 @@ def test_tensor_copy_predicated(fill):
     np.testing.assert_array_equal(nki.simulate_kernel(copy_predicated_kernel, x, y, fill), expect)
 
 
-@pytest.mark.parametrize("name", ["tensor_partition_reduce", "dropout", "local_gather", "exponential"])
+@nki.jit
+def partition_reduce_kernel(x, op):
+    out = nl.ndarray((1, x.shape[1]), dtype=nl.float32, buffer=nl.shared_hbm)
+    nl.store(out, value=nisa.tensor_partition_reduce(op, nl.load(x)))
+    return out
+
+
+@pytest.mark.parametrize("op, ref", [(nl.add, np.sum), (nl.maximum, np.max), (nl.mean, np.mean)])
+def test_tensor_partition_reduce(op, ref):
+    x = rand(100, 300)
+    run = nki.simulate(partition_reduce_kernel, x, op)
+    np.testing.assert_allclose(run.outputs[0], ref(x, axis=0), rtol=1e-5, atol=1e-5)
+    assert run.instruction_counts()["gpsimd (POOL)"]["tensor_partition_reduce"] == 1
+
+
+@pytest.mark.parametrize("name", ["select_reduce", "dropout", "local_gather", "exponential"])
 def test_instructions_trnsim_lacks_raise_naming_the_call(name):
     @nki.jit
     def k(x):

@@ -466,6 +466,22 @@ def tensor_copy_predicated(*args, reverse_pred=False, mask=None, dtype=None, **k
     return dst
 
 
+@masked
+def tensor_partition_reduce(*args, mask=None, dtype=None, **kwargs):
+    """Reduction across the partitions of data [P, F..] into one row [1, F..] on the GpSimd engine
+    (add, max, min; nl.mean as the sum scaled by 1 / P)."""
+    dst, args = _split_dst(args, kwargs, 2)
+    op = args[0] if args else kwargs.pop("op")
+    data = lw.as_tile(args[1] if len(args) > 1 else kwargs.pop("data"))
+    mean = getattr(op, "__name__", op) in ("mean", "average")
+    reduce = "add" if mean else reduce_name(op)
+    out = lw.output(dst, (1,) + tuple(data.free_shape), dtype or data.dtype)
+    lw.emit("tensor_partition_reduce", "GpSimd", out, (data,), ("data",), reduce=lw.REDUCE[reduce])
+    if mean:
+        lw.tensor_scalar(out, out, "mul", 1.0 / data.partitions, engine="GpSimd")
+    return out
+
+
 def _missing(name: str):
     def f(*args, **kwargs):
         raise NkiUnsupportedError(f"nisa.{name} has no trnsim instruction yet")
@@ -473,8 +489,7 @@ def _missing(name: str):
     return f
 
 
-for _name in ("tensor_partition_reduce",
-              "tensor_copy_dynamic_src", "tensor_copy_dynamic_dst", "dropout",
+for _name in ("tensor_copy_dynamic_src", "tensor_copy_dynamic_dst", "dropout",
               "range_select", "select_reduce", "sequence_bounds", "local_gather", "nc_stream_shuffle",
               "nc_n_gather", "exponential", "rng", "rand2", "set_rng_seed", "rand_set_state", "rand_get_state",
               "dma_compute", "sendrecv", "core_barrier", "quantize_mx", "nc_matmul_mx"):
