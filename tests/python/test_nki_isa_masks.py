@@ -104,6 +104,24 @@ def test_transpose_mask_on_the_data_partitions_cuts_the_output_columns():
 
 
 @nki.jit
+def dma_transpose_partial(a, p0):
+    P, F = a.shape
+    i_p, i_f = nl.arange(P)[:, None], nl.arange(F)[None, :]
+    t = nl.full((F, P), FILL, nl.float32, buffer=nl.sbuf)
+    nisa.dma_transpose(dst=t, src=a[i_p, i_f], mask=(i_p < p0))     # straight from HBM
+    out = nl.ndarray((F, P), dtype=nl.float32, buffer=nl.shared_hbm)
+    nl.store(out, value=t)
+    return out
+
+
+def test_dma_transpose_mask():
+    a = rand(128, 64)
+    out = nki.simulate_kernel(dma_transpose_partial, a, 90)
+    np.testing.assert_array_equal(out[:, :90], a[:90].T)
+    assert (out[:, 90:] == FILL).all()
+
+
+@nki.jit
 def nl_transpose_masked(a, f0):
     P, F = a.shape
     i_p, i_f = nl.arange(P)[:, None], nl.arange(F)[None, :]

@@ -56,10 +56,3 @@ class NkiIndexError(NkiError, IndexError):
 class NkiUnsupportedError(NkiError, NotImplementedError):
     """An NKI feature trnsim.nki does not implement."""
 
-
-def no_mask(mask) -> None:
-    """mask= on a call trnsim.nki cannot cut (dma_transpose): refused rather than ignored, as a masked
-    op would touch elements the kernel excluded."""
-    if mask is not None:
-        raise NkiUnsupportedError("mask= is not supported on this call by trnsim.nki: index the valid region "
-                                  "instead (e.g. t[0:n, :])")

@@ -11,7 +11,7 @@ import types
 
 from trnsim.nki import dtypes, masking
 from trnsim.nki import lowering as lw
-from trnsim.nki.errors import NkiError, NkiUnsupportedError, no_mask
+from trnsim.nki.errors import NkiError, NkiUnsupportedError
 from trnsim.nki.masking import masked
 from trnsim.nki.indexing import AffineExpr, Predicate
 from trnsim.nki.ops import act_name, alu_name, reduce_name
@@ -110,16 +110,23 @@ def nc_transpose(*args, mask=None, dtype=None, engine=None, **kwargs):
     p, f = data.partitions, data.free_size
     eng = engine or ("Vector" if data.st.buffer != "sbuf" and p <= 32 and f <= 32 else "Tensor")
     out = lw.output(dst, (f, p), dtype or data.dtype, "psum" if eng == "Tensor" else "sbuf")
-    if mask is None:
-        lw.transpose(out, data, eng)
-        return out
-    if len(data.free_shape) != 1 or len(out.free_shape) != 1 or data.pidx < 0 or out.pidx < 0:
-        raise NkiUnsupportedError("mask= on nc_transpose takes [P, F] tiles (one free dim on each side)")
-    groups = [[(0, data.pidx), (1, out.pidx + 1)], [(0, data.pidx + 1), (1, out.pidx)]]
-    (src, cut_out), live = masking.cut_linked("nc_transpose", mask, [data, out], groups)
+    src, cut_out, live = _cut_transpose("nc_transpose", mask, data, out)
     if live:
         lw.transpose(cut_out, src, eng)
     return out
+
+
+def _cut_transpose(call: str, mask, data: NkiTensor, out: NkiTensor) -> tuple:
+    """(data, out, anything left) of a [P, F] -> [F, P] transpose cut to its mask: a condition on one
+    side's partition variable cuts the other side's free dim, and the reverse."""
+    if mask is None:
+        return data, out, True
+    pd, po = (0 if v.pidx is None else v.pidx for v in (data, out))     # an HBM view's first dim
+    if len(data.shape) - pd != 2 or len(out.shape) - po != 2 or pd < 0 or po < 0:
+        raise NkiUnsupportedError(f"mask= on {call} takes [P, F] tiles (one free dim on each side)")
+    groups = [[(0, pd), (1, po + 1)], [(0, pd + 1), (1, po)]]
+    (data, out), live = masking.cut_linked(call, mask, [data, out], groups)
+    return data, out, live
 
 
 @masked
@@ -382,11 +389,12 @@ def dma_copy(*args, mask=None, dge_mode=None, **kwargs):
 
 
 def dma_transpose(*args, axes=None, mask=None, dtype=None, **kwargs):
-    no_mask(mask)
     dst, args = _split_dst(args, kwargs, 1)
     src = lw.as_tile(args[0] if args else kwargs.pop("src"))
     out = lw.output(dst, (src.free_size, src.partitions), src.dtype)
-    lw.dma_transpose(out, src)
+    cut_src, cut_out, live = _cut_transpose("dma_transpose", mask, src, out)
+    if live:
+        lw.dma_transpose(cut_out, cut_src)
     return out
 
 
