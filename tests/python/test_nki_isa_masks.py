@@ -84,41 +84,28 @@ def test_matmul_mask_on_the_destination():
 
 
 @nki.jit
-def transpose_partial(a, p0):
+def transpose_partial(a, p0, via_dma):
+    """columns p0.. of the destination keep their fill: on the Tensor engine into PSUM, or by a DMA
+    transpose straight from HBM."""
     P, F = a.shape
     i_p, i_f = nl.arange(P)[:, None], nl.arange(F)[None, :]
-    t = nl.load(a)
-    dst = nl.ndarray((F, P), dtype=nl.float32, buffer=nl.psum)
+    dst = nl.ndarray((F, P), dtype=nl.float32, buffer=nl.sbuf if via_dma else nl.psum)
     nisa.memset(dst=dst, value=FILL)
-    nisa.nc_transpose(dst=dst, data=t[i_p, i_f], mask=(i_p < p0))    # columns p0.. of dst stay
+    if via_dma:
+        nisa.dma_transpose(dst=dst, src=a[i_p, i_f], mask=(i_p < p0))
+    else:
+        nisa.nc_transpose(dst=dst, data=nl.load(a)[i_p, i_f], mask=(i_p < p0))
     out = nl.ndarray((F, P), dtype=nl.float32, buffer=nl.shared_hbm)
     nl.store(out, value=dst)
     return out
 
 
-def test_transpose_mask_on_the_data_partitions_cuts_the_output_columns():
+@pytest.mark.parametrize("via_dma, p0", [(False, 100), (True, 90)])
+def test_transpose_mask_on_the_data_partitions_cuts_the_output_columns(via_dma, p0):
     a = rand(128, 64)
-    out = nki.simulate_kernel(transpose_partial, a, 100)
-    np.testing.assert_array_equal(out[:, :100], a[:100].T)
-    assert (out[:, 100:] == FILL).all()
-
-
-@nki.jit
-def dma_transpose_partial(a, p0):
-    P, F = a.shape
-    i_p, i_f = nl.arange(P)[:, None], nl.arange(F)[None, :]
-    t = nl.full((F, P), FILL, nl.float32, buffer=nl.sbuf)
-    nisa.dma_transpose(dst=t, src=a[i_p, i_f], mask=(i_p < p0))     # straight from HBM
-    out = nl.ndarray((F, P), dtype=nl.float32, buffer=nl.shared_hbm)
-    nl.store(out, value=t)
-    return out
-
-
-def test_dma_transpose_mask():
-    a = rand(128, 64)
-    out = nki.simulate_kernel(dma_transpose_partial, a, 90)
-    np.testing.assert_array_equal(out[:, :90], a[:90].T)
-    assert (out[:, 90:] == FILL).all()
+    out = nki.simulate_kernel(transpose_partial, a, p0, via_dma)
+    np.testing.assert_array_equal(out[:, :p0], a[:p0].T)
+    assert (out[:, p0:] == FILL).all()
 
 
 @nki.jit
