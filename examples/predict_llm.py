@@ -5,8 +5,9 @@ tensors have shapes, HBM addresses and exact memory accounting but no values,
 and every kernel is timed exactly as in a functional run. Scenarios, per chip:
 
   prefill   Llama-3-8B, one 8192-token prompt, logits of the last position
-  decode    Llama-3-8B, batch 1 and batch 64 at an 8192-token context (KV cache),
-            the mean of --decode-steps greedy steps (argmax on the device)
+  decode    Llama-3-8B, batch 1 and batch 64 at an 8192-token context and batch 8 at
+            2048 (KV cache), the mean of --decode-steps greedy steps (argmax on the
+            device); MBU = compulsory HBM bytes / (step time x HBM bandwidth)
   train     the largest Llama-3-family training step that fits one device: 8192
             tokens (2 x 4096; 4096 for the last try), bf16 weights, gradients and AdamW moments, activation
             checkpointing per block and a chunked LM-head loss
@@ -290,6 +291,7 @@ class Prediction:
     flops: float = 0.0
     compulsory_bytes: float = 0.0
     error: str | None = None
+    context: int = 0          # decode: tokens in the KV cache
 
     def bounds(self, dev: DeviceInfo) -> tuple[float, float]:
         return self.flops / dev.peak_flops, self.compulsory_bytes / dev.hbm_bytes_per_s
@@ -299,7 +301,8 @@ class Prediction:
         d = dataclasses.asdict(self)
         d.update(chip=dev.chip, compute_bound_s=compute_s, bandwidth_bound_s=bandwidth_s,
                  tokens_per_s=self.tokens_per_step / self.step_s if self.step_s else None,
-                 mfu=self.flops / (self.step_s * dev.peak_flops) if self.step_s else None)
+                 mfu=self.flops / (self.step_s * dev.peak_flops) if self.step_s else None,
+                 mbu=self.compulsory_bytes / (self.step_s * dev.hbm_bytes_per_s) if self.step_s else None)
         return d
 
 
@@ -337,7 +340,8 @@ def predict_prefill(cfg: LlamaConfig, tokens: int, decode_steps: int = 0) -> tup
     pre = Prediction("prefill", cfg.name, tokens, flops=prefill_flops(cfg, tokens),
                      compulsory_bytes=weight_bytes(cfg) + tokens * cfg.kv_bytes_per_token())
     dec = Prediction("decode", cfg.name, 1, flops=decode_flops(cfg, 1, tokens + decode_steps / 2),
-                     compulsory_bytes=weight_bytes(cfg) + (tokens + decode_steps / 2) * cfg.kv_bytes_per_token())
+                     compulsory_bytes=weight_bytes(cfg) + (tokens + decode_steps / 2) * cfg.kv_bytes_per_token(),
+                     context=tokens)
 
     def run(p: Prediction) -> None:
         model = build(cfg, tokens + decode_steps)
@@ -367,7 +371,8 @@ def predict_decode(cfg: LlamaConfig, batch: int, context: int, steps: int) -> Pr
     """Greedy decode steps of 'batch' sequences whose KV cache already holds 'context' tokens."""
     mean_context = context + (steps - 1) / 2
     p = Prediction("decode", cfg.name, batch, flops=decode_flops(cfg, batch, mean_context),
-                   compulsory_bytes=weight_bytes(cfg) + batch * mean_context * cfg.kv_bytes_per_token())
+                   compulsory_bytes=weight_bytes(cfg) + batch * mean_context * cfg.kv_bytes_per_token(),
+                   context=context)
 
     def run(p: Prediction) -> None:
         model = build(cfg, context + steps)
@@ -421,7 +426,7 @@ def gib(n: float) -> str:
 
 def show(p: Prediction, dev: DeviceInfo) -> None:
     label = {"prefill": f"prefill {p.tokens_per_step} tokens", "train": f"train step, {p.tokens_per_step} tokens",
-             "decode": f"decode, batch {p.tokens_per_step}"}[p.scenario]
+             "decode": f"decode, batch {p.tokens_per_step}, context {p.context}"}[p.scenario]
     compute_s, bandwidth_s = p.bounds(dev)
     bound_s = max(compute_s, bandwidth_s)
     kind = "compute" if compute_s >= bandwidth_s else "bandwidth"
@@ -435,6 +440,8 @@ def show(p: Prediction, dev: DeviceInfo) -> None:
     print(f"    tokens/s     {p.tokens_per_step / p.step_s:10.1f}        roofline {p.tokens_per_step / bound_s:.1f}")
     print(f"    MFU          {100 * p.flops / (p.step_s * dev.peak_flops):10.1f} %      "
           f"roofline {100 * compute_s / bound_s:.1f} %")
+    print(f"    MBU          {100 * bandwidth_s / p.step_s:10.1f} %      "
+          f"roofline {100 * bandwidth_s / bound_s:.1f} %")
     print(f"    peak memory  {gib(p.peak_bytes):>13}   of {gib(dev.hbm_bytes)}")
 
 
@@ -456,8 +463,8 @@ def run_chip(scenarios: list[str], decode_steps: int, as_json: bool) -> None:
     if "prefill" in scenarios:
         report(predict_prefill(LLAMA3_8B, 8192)[0])
     if "decode" in scenarios:
-        for batch in (1, 64):
-            report(predict_decode(LLAMA3_8B, batch, 8192, decode_steps))
+        for batch, context in ((1, 8192), (8, 2048), (64, 8192)):
+            report(predict_decode(LLAMA3_8B, batch, context, decode_steps))
     if "train" in scenarios:
         for cfg, batch, seq in TRAINING_CANDIDATES:
             if not report(predict_training(cfg, batch, seq)).error:
