@@ -7,7 +7,7 @@ from dist_launch import torchrun
 
 
 @pytest.mark.parametrize("script, modes", [("fsdp1.py", ("full", "grad_op", "no_shard", "orig")),
-                                           ("simple_fsdp.py", ("fully_shard", "replicate"))])
+                                           ("simple_fsdp.py", ("fully_shard", "replicate", "compiled"))])
 def test_two_ranks_give_the_single_device_losses(script, modes):
     r = torchrun(script)
     out = r.stdout + r.stderr
