@@ -30,10 +30,12 @@ namespace {
 
 constexpr uint32_t kPassKeys = kScoreCols;          // keys per pass: one PSUM bank of fp32 scores
 constexpr uint32_t kChunks = kPassKeys / kRows;     // 128-key tiles per pass
-constexpr int kLoadRing = 3;                        // K/V buffers: loads run two passes ahead
+// K/V buffers: loads run kLoadRing - 1 passes ahead, so that a buffer freed by a pass is refilled
+// (after the DMA latency) while the passes between compute.
+constexpr int kLoadRing = 4;
 constexpr int kRing = 3;                            // per-pass score, probability and statistics tiles
 constexpr uint32_t kGatherRows = 32;                // keys per gather of a paged cache
-constexpr size_t kEarly = 4;                        // Source::early runs this many passes ahead
+constexpr size_t kEarly = kLoadRing + 1;            // Source::early runs this many passes ahead
 constexpr int kEarlyRing = kEarly + 1;
 
 struct Plan {
@@ -61,9 +63,12 @@ struct Source {
     // Optional: what a pass's loads depend on, fetched kEarly passes ahead into slot 'early_slot'
     // of a ring of kEarlyRing (a DMA whose inputs are long there starts without the DMA latency).
     std::function<void(const Wave&, uint32_t k0, uint32_t nk, int early_slot)> early;
-    // Optional per-wave setup, and the mask of a pass: writes bias [rows, nk] (f32) and returns
+    // Optional: the source's tiles (allocated once: a tile is at the same address on every
+    // physical core), their initial contents (written on each core before its waves), per-wave
+    // setup, and the mask of a pass: writes bias [rows, nk] (f32) and returns
     // how it combines with the scaled scores, s = (scale * S) op bias: add (a float mask), or
     // min with +inf where a key is visible and -inf where it is not.
+    std::function<void()> setup, init;
     std::function<void(const Wave&, uint32_t rows, int wave_ring)> start_wave;
     std::function<AluOp(const Wave&, uint32_t k0, uint32_t nk, uint32_t rows, const AccessPattern& bias, int wave_ring,
                         int ring)> mask;
@@ -101,19 +106,21 @@ AccessPattern hbm_elems(const TensorDesc& t, int64_t elem_offset) {
     return ap;
 }
 
-void run_decode(KernelBuilder& kb, const Plan& p, const Heads& Q, const Heads& O, const TensorDesc* lse,
-                Source& src, tiling::DmaQueues& dq) {
+// The physical cores of the logical core a program may spread over, and the switch between them:
+// one core, until KernelBuilder writes SPMD programs.
+uint32_t spmd_cores(const KernelBuilder&) { return 1; }
+uint32_t current_core(const KernelBuilder&) { return 0; }
+void enter_core(KernelBuilder&, uint32_t) {}
+
+// The waves of each physical core (per_core[c] on core c, from the builder's current core on).
+void run_waves(KernelBuilder& kb, const Plan& p, const Heads& Q, const Heads& O, const TensorDesc* lse,
+               Source& src, tiling::DmaQueues& dq, const std::vector<std::vector<Wave>>& per_core) {
     const DType dt = p.dt;
     const uint32_t D = p.D, Dv = p.Dv, W = p.slot_w, slots = p.slots;
     Evac evac;
-
-    // Waves and passes.
-    std::vector<Wave> waves;
-    for (int64_t b = 0; b < p.B; ++b)
-        for (uint32_t h0 = 0; h0 < p.Hkv; h0 += slots)
-            waves.push_back({b, h0, std::min<uint32_t>(slots, static_cast<uint32_t>(p.Hkv) - h0)});
     const uint32_t npass = ceil_div(p.S, kPassKeys);
-    const size_t total = waves.size() * npass;
+    std::vector<Wave> waves;   // of the core being written
+    size_t total = 0;
 
     // Tiles.
     std::array<Tile, kLoadRing> kt, knat, vnat;
@@ -159,13 +166,6 @@ void run_decode(KernelBuilder& kb, const Plan& p, const Heads& Q, const Heads& O
     int ps_k_next = 0;
     int ps_t_next = 0;
 
-    // Partitions no query row uses are never written by the matmuls: zeros there keep every
-    // row of the vector work finite.
-    for (int i = 0; i < 2; ++i) {
-        kb.memset(ps_s[i].ap(), 0.0f);
-        kb.memset(ps_pv[i].ap(), 0.0f);
-        kb.memset(q_nat[i].ap(), 0.0f, Engine::GpSimd);
-    }
 
     auto wave_rows = [&](const Wave& w) { return w.nh * W; };
     auto pass_keys = [&](uint32_t n) { return std::min(kPassKeys, p.S - n * kPassKeys); };
@@ -317,24 +317,56 @@ void run_decode(KernelBuilder& kb, const Plan& p, const Heads& Q, const Heads& O
             }
     };
 
-    if (total == 0) return;
-    if (src.early)
-        for (size_t e = 0; e < std::min(total, kEarly); ++e) {
-            const uint32_t en = static_cast<uint32_t>(e % npass);
-            src.early(waves[e / npass], en * kPassKeys, pass_keys(en), static_cast<int>(e % kEarlyRing));
+    const uint32_t home = current_core(kb);
+    for (size_t core = 0; core < per_core.size(); ++core) {
+        // Tiles are at the same addresses on every physical core; each core's program starts its own.
+        if (per_core.size() > 1) enter_core(kb, home + static_cast<uint32_t>(core));
+        waves = per_core[core];
+        total = waves.size() * npass;
+        // Partitions no query row uses are never written by the matmuls: zeros there keep every
+        // row of the vector work finite.
+        for (int i = 0; i < 2; ++i) {
+            kb.memset(ps_s[i].ap(), 0.0f);
+            kb.memset(ps_pv[i].ap(), 0.0f);
+            kb.memset(q_nat[i].ap(), 0.0f, Engine::GpSimd);
         }
-    load(0);
-    if (total > 1) load(1);
-    stage_s(0);
-    stage_e(0);
-    for (size_t g = 0; g < total; ++g) {
-        if (g + 2 < total) load(g + 2);
-        if (g + 1 < total) stage_s(g + 1);
-        stage_t(g);
-        stage_p(g);
-        if (g + 1 < total) stage_e(g + 1);
-        stage_o(g);
+        if (src.init) src.init();
+        if (src.early)
+            for (size_t e = 0; e < std::min(total, kEarly); ++e) {
+                const uint32_t en = static_cast<uint32_t>(e % npass);
+                src.early(waves[e / npass], en * kPassKeys, pass_keys(en), static_cast<int>(e % kEarlyRing));
+            }
+        for (size_t g = 0; g + 1 < kLoadRing && g < total; ++g) load(g);
+        stage_s(0);
+        stage_e(0);
+        for (size_t g = 0; g < total; ++g) {
+            if (g + kLoadRing - 1 < total) load(g + kLoadRing - 1);
+            if (g + 1 < total) stage_s(g + 1);
+            stage_t(g);
+            stage_p(g);
+            if (g + 1 < total) stage_e(g + 1);
+            stage_o(g);
+        }
     }
+    if (per_core.size() > 1) enter_core(kb, home);
+}
+
+// Flash-decoding split over the physical cores of the logical core: whole waves per core (no
+// combine across cores), waves narrowed to fewer heads when there are fewer than cores.
+void run_decode(KernelBuilder& kb, const Plan& p, const Heads& Q, const Heads& O, const TensorDesc* lse,
+                Source& src, tiling::DmaQueues& dq) {
+    const uint32_t cores = spmd_cores(kb), Hkv = static_cast<uint32_t>(p.Hkv);
+    uint32_t per_wave = p.slots;
+    while (per_wave > 1 && static_cast<uint64_t>(p.B) * ceil_div(Hkv, per_wave) < cores) per_wave = (per_wave + 1) / 2;
+    std::vector<Wave> waves;
+    for (int64_t b = 0; b < p.B; ++b)
+        for (uint32_t h0 = 0; h0 < Hkv; h0 += per_wave) waves.push_back({b, h0, std::min(per_wave, Hkv - h0)});
+    const size_t used = std::min<size_t>(cores, waves.size());
+    std::vector<std::vector<Wave>> per_core;
+    for (size_t c = 0; c < used; ++c)
+        per_core.emplace_back(waves.begin() + c * waves.size() / used, waves.begin() + (c + 1) * waves.size() / used);
+    if (src.setup) src.setup();
+    run_waves(kb, p, Q, O, lse, src, dq, per_core);
 }
 
 Plan make_plan(const std::string& op, const TensorDesc& q, const TensorDesc& k, const TensorDesc& v, int64_t Hkv,
@@ -404,24 +436,29 @@ void sdpa_decode(KernelBuilder& kb, const TensorDesc& out, const TensorDesc* lse
         for (uint32_t c = 0; c * kRows < nk; ++c) {
             const uint32_t wk = std::min(kRows, nk - c * kRows), key = k0 + c * kRows;
             for (uint32_t hs = 0; hs < w.nh; ++hs) {
+                // K and V take turns on the queues (a DMA transpose moves its bytes slower).
+                const int kq = sq(), vq = sq();
+                const bool swap = (c + hs) & 1;
                 if (dma_t)
                     kb.dma_transpose(kt.region(0, p.D, hs * kPassKeys + c * kRows, wk), K.rows(w.b, w.h0 + hs, key, wk),
-                                     sq());
+                                     swap ? vq : kq);
                 else
                     kb.dma_copy(knat.region(0, wk, (c * p.slots + hs) * p.D, p.D), K.rows(w.b, w.h0 + hs, key, wk),
-                                sq());
+                                swap ? vq : kq);
                 kb.dma_copy(vnat.region(0, wk, (c * p.slots + hs) * p.Dv, p.Dv), V.rows(w.b, w.h0 + hs, key, wk),
-                            sq());
+                            swap ? kq : vq);
             }
         }
     };
     std::array<Tile, kRing> mask_t;
     if (mask.t) {
         const DType mdt = mask.t->dtype == DType::boolean ? DType::u8 : DType::f32;
-        for (auto& t : mask_t) {
-            t = kb.alloc_sbuf(kRows, {kPassKeys}, mdt);
-            kb.memset(t.ap(), mdt == DType::u8 ? 1.0f : 0.0f, Engine::GpSimd);
-        }
+        src.setup = [&] {
+            for (auto& t : mask_t) t = kb.alloc_sbuf(kRows, {kPassKeys}, mdt);
+        };
+        src.init = [&] {
+            for (auto& t : mask_t) kb.memset(t.ap(), mdt == DType::u8 ? 1.0f : 0.0f, Engine::GpSimd);
+        };
         src.mask = [&](const Wave& w, uint32_t k0, uint32_t nk, uint32_t rows, const AccessPattern& bias, int, int r) {
             for (uint32_t hs = 0; hs < w.nh; ++hs)
                 for (int64_t j = 0; j < p.G; ++j) {
@@ -487,7 +524,6 @@ void paged_attention_decode(KernelBuilder& kb, const TensorDesc& out, const Tens
     // Per pass: the slot of each key (i32, one column per 128-key chunk), gathered rows of all
     // the wave's heads at once ([nh, D] of one slot is one contiguous run of the cache).
     std::array<Tile, kEarlyRing> idx;
-    for (auto& t : idx) t = kb.alloc_sbuf(kRows, {kChunks}, DType::i32);
     auto table = [&](const TensorDesc& c, uint32_t h0, uint32_t nh) {
         AccessPattern ap = hbm_elems(c, c.offset + int64_t(h0) * c.strides[2]);
         ap.partitions = 1;
@@ -518,7 +554,7 @@ void paged_attention_decode(KernelBuilder& kb, const TensorDesc& out, const Tens
             kb.dma_copy(idx[e].region(0, wk, c, 1), s, sq());
         }
     };
-    src.load = [&](const Wave& w, uint32_t k0, uint32_t nk, const Tile&, const Tile& knat, const Tile& vnat, int,
+    src.load = [&](const Wave& w, uint32_t, uint32_t nk, const Tile&, const Tile& knat, const Tile& vnat, int,
                    int r) {
         for (uint32_t c = 0; c * kRows < nk; ++c) {
             const uint32_t wk = std::min(kRows, nk - c * kRows);
@@ -534,15 +570,21 @@ void paged_attention_decode(KernelBuilder& kb, const TensorDesc& out, const Tens
     };
     // Positions at or past the sequence's length are hidden: per wave, left = (len - 0.5) - column;
     // per pass, bias = (left - k0) * inf, +inf for a visible key and -inf past the length.
-    const Tile cols = kb.alloc_sbuf(kRows, {kPassKeys}, DType::f32);
-    Affine a;
-    a.free_mul = {1, 0, 0, 0};
-    kb.iota(cols.ap(), a);
+    Tile cols;
     std::array<Tile, 2> len, left;
-    for (int i = 0; i < 2; ++i) {
-        len[i] = kb.alloc_sbuf(kRows, {1}, DType::f32);
-        left[i] = kb.alloc_sbuf(kRows, {kPassKeys}, DType::f32);
-    }
+    src.setup = [&] {
+        for (auto& t : idx) t = kb.alloc_sbuf(kRows, {kChunks}, DType::i32);
+        cols = kb.alloc_sbuf(kRows, {kPassKeys}, DType::f32);
+        for (int i = 0; i < 2; ++i) {
+            len[i] = kb.alloc_sbuf(kRows, {1}, DType::f32);
+            left[i] = kb.alloc_sbuf(kRows, {kPassKeys}, DType::f32);
+        }
+    };
+    src.init = [&] {
+        Affine a;
+        a.free_mul = {1, 0, 0, 0};
+        kb.iota(cols.ap(), a);
+    };
     src.start_wave = [&](const Wave& w, uint32_t rows, int wr) {
         AccessPattern l = hbm_elems(context_lens, context_lens.offset + w.b * context_lens.strides[0]);
         l.partitions = static_cast<uint16_t>(rows);
