@@ -19,7 +19,7 @@ TESTS = ["test_broadcast_cuda", "test_reduce_sum_cuda", "test_reduce_sum_cuda_tw
          "test_all_to_all_single_unequal_split_cuda", "test_all_to_all_single_unequal_split_cuda_complex",
          "test_all_to_all_cuda", "test_all_to_all_cuda_complex", "test_all_to_all_single_equal_split_full_group_cuda",
          "test_all_to_all_single_unequal_split_full_group_cuda", "test_all_to_all_full_group_cuda",
-         "test_barrier_cuda"]
+         "test_barrier_cuda", "test_coalescing_manager", "test_coalescing_manager_async"]
 
 
 def test_pytorch_c10d_collective_tests_pass_on_the_neuron_backend(tmp_path):
