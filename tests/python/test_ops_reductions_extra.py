@@ -1,5 +1,5 @@
 """Reductions and group norm on neuron against the CPU with no CPU fallback: sums and means over
-empty tensors, var_mean / std_mean, and group_norm's backward (native_group_norm_backward)."""
+empty tensors, var_mean / std_mean, group_norm forward and backward, dot / vdot and equal."""
 
 import pytest
 import torch
@@ -70,3 +70,23 @@ def test_group_norm_forward_and_backward(affine, dtype, tol):
     got = native(run, DEV)
     for e, g in zip(expected, got):
         torch.testing.assert_close(g.cpu(), e, atol=tol, rtol=tol)
+
+
+@pytest.mark.parametrize("dtype,tol", [(torch.float32, 1e-5), (torch.bfloat16, 1e-2)])
+def test_dot_and_vdot(dtype, tol):
+    a, b = rand(37, dtype=dtype), rand(37, dtype=dtype, seed=1)
+    for fn in (torch.dot, torch.vdot):
+        got = native(fn, a.to(DEV), b.to(DEV))
+        torch.testing.assert_close(got.cpu(), fn(a, b), atol=tol, rtol=tol)
+
+
+def test_equal():
+    a = rand(4, 5)
+    b = a.clone()
+    b[2, 3] += 1
+    nan = a.clone()
+    nan[0, 0] = float("nan")
+    assert native(torch.equal, a.to(DEV), a.clone().to(DEV)) is True
+    assert native(torch.equal, a.to(DEV), b.to(DEV)) is False
+    assert native(torch.equal, nan.to(DEV), nan.to(DEV)) is False
+    assert native(torch.equal, a.to(DEV), a[:2].to(DEV)) is False

@@ -1,7 +1,7 @@
-// native_group_norm_backward on neuron. The forward is PyTorch's own composition (math_group_norm:
-// var_mean, sub, mul on the device's kernels); its backward has CPU and CUDA kernels only, so here it is
-// composed of the device's reductions and elementwise kernels, in fp32, per group of C / G channels
-// over the batch row n:
+// native_group_norm and its backward on neuron, composed of the device's reductions and elementwise
+// kernels in fp32 (bfloat16 rounded once, at the end, as the CPU's kernel does), per group of C / G
+// channels over the batch row n: mean and rstd = 1 / sqrt(var + eps) over the group (var_mean),
+//   y = (x - mean) rstd gamma[c] + beta[c]; backward:
 //   x^ = (x - mean) rstd,   dgamma[c] = sum_{n, hw} dy x^,   dbeta[c] = sum_{n, hw} dy,
 //   dx = rstd (dy gamma - mean_g(dy gamma) - x^ mean_g(dy gamma x^))
 #include <ATen/ATen.h>
@@ -14,6 +14,26 @@
 
 namespace trnsim::neuron {
 namespace {
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> native_group_norm(
+    const at::Tensor& input, const std::optional<at::Tensor>& weight, const std::optional<at::Tensor>& bias,
+    c10::SymInt N, c10::SymInt C, c10::SymInt HxW, int64_t group, double eps) {
+    const at::Tensor* gamma = defined_or_null(weight);
+    const at::Tensor* beta = defined_or_null(bias);
+    const int64_t n = N.expect_int(), c = C.expect_int(), hw = HxW.expect_int();
+    const bool native = float_tensors({&input}) && (!gamma || float_tensors({gamma})) && (!beta || float_tensors({beta})) &&
+                        group > 0 && c % group == 0 && input.numel() == n * c * hw && n * c * hw > 0;
+    if (!native)
+        return run_fallback_symint<at::_ops::native_group_norm>(input, weight, bias, N, C, HxW, group, eps);
+    const at::Tensor x = input.to(at::kFloat).reshape({n, group, -1});
+    auto [var, mean] = at::var_mean(x, {2}, /*correction=*/0, /*keepdim=*/true);
+    const at::Tensor rstd = var.add(eps).rsqrt();
+    at::Tensor y = x.sub(mean).mul_(rstd).reshape({n, c, hw});
+    if (gamma) y = y.mul(gamma->to(at::kFloat).reshape({1, c, 1}));
+    if (beta) y = y.add(beta->to(at::kFloat).reshape({1, c, 1}));
+    return {y.reshape(input.sizes()).to(input.scalar_type()).contiguous(input.suggest_memory_format()),
+            mean.reshape({n, group}).to(input.scalar_type()), rstd.reshape({n, group}).to(input.scalar_type())};
+}
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> native_group_norm_backward(
     const at::Tensor& grad_out, const at::Tensor& input, const at::Tensor& mean, const at::Tensor& rstd,
@@ -51,6 +71,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> native_group_norm_backward(
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+    m.impl("native_group_norm", native_group_norm);
     m.impl("native_group_norm_backward", native_group_norm_backward);
 }
 

@@ -1,13 +1,14 @@
 // Shape-dependent data movement on neuron (ops/pointwise.h, src/ops/pointwise_shape.cpp): tril and
 // triu (affine_select on the tiles the diagonal crosses), flip (backward-running DMAs) and roll
-// (the copy kernel on the two halves of each rolled dim). Float, bool and uint8 tensors run
-// natively; other integer ones on the exact integer kernels (integer.h).
+// (the copy kernel on the two halves of each rolled dim). Float, bool and uint8 tensors run natively;
+// other integer ones on the exact integer kernels (integer.h); flip moves 8-byte elements by 32-bit words.
 #include <ATen/ATen.h>
 #include <ATen/WrapDimUtils.h>
 #include <bitset>
 #include <ATen/native/Resize.h>
 #include <torch/library.h>
 
+#include "aten/native/indexing.h"
 #include "aten/native/integer.h"
 #include "aten/native/launch.h"
 #include "aten/native/util.h"
@@ -59,8 +60,12 @@ at::Tensor& tril_out(const at::Tensor& self, int64_t k, at::Tensor& out) {
     return out;
 }
 
-// flip: any dtype the copy kernel moves (8-byte elements as word pairs are left to the CPU).
-bool flip_ok(const at::Tensor& self) { return kernel_dtypes({&self}) && self.element_size() <= 4; }
+// flip: any dtype the copy kernel moves; 8-byte elements (int64, float64) as their two 32-bit words,
+// each flipped as an i32 view of the same memory.
+bool flip_ok(const at::Tensor& self) {
+    if (self.element_size() == 8) return self.is_privateuseone() && !self.is_complex();
+    return kernel_dtypes({&self}) && self.element_size() <= 4;
+}
 
 void launch_flip(const at::Tensor& out, const at::Tensor& self, at::IntArrayRef dims) {
     std::vector<int64_t> d(dims.begin(), dims.end());
@@ -71,6 +76,11 @@ void launch_flip(const at::Tensor& out, const at::Tensor& self, at::IntArrayRef 
     for (int64_t x : d) mask |= int64_t(1) << x;
     l.scalar(mask);
     l.run([&](KernelBuilder& kb, const Descs& descs) { ops::flip(kb, descs[0], descs[1], d); });
+}
+
+void launch_flip_words(const at::Tensor& out, const at::Tensor& self, at::IntArrayRef dims) {
+    if (self.element_size() != 8) return launch_flip(out, self, dims);
+    for (int w = 0; w < 2; ++w) launch_flip(word_view(out, w), word_view(self, w), dims);
 }
 
 // The dims wrapped and checked as PyTorch does (its errors come from the CPU).
@@ -91,17 +101,17 @@ at::Tensor flip(const at::Tensor& self, at::IntArrayRef dims) {
     if (!flip_ok(self) || !flip_dims(self, dims, &d)) return run_fallback<at::_ops::flip>(self, dims);
     at::Tensor out = at::empty(self.sizes(), self.options());
     if (self.dim() == 0) d.clear();
-    launch_flip(out, self, d);
+    launch_flip_words(out, self, d);
     return out;
 }
 
 at::Tensor& flip_out(const at::Tensor& self, at::IntArrayRef dims, at::Tensor& out) {
     at::DimVector d;
-    if (!flip_ok(self) || !flip_dims(self, dims, &d) || !kernel_dtypes({&out}) || out.scalar_type() != self.scalar_type())
+    if (!flip_ok(self) || !flip_dims(self, dims, &d) || !out.is_privateuseone() || out.scalar_type() != self.scalar_type())
         return run_fallback<at::_ops::flip_out>(self, dims, out);
     at::native::resize_output(out, self.sizes());
     if (self.dim() == 0) d.clear();
-    launch_flip(out, self, d);
+    launch_flip_words(out, self, d);
     return out;
 }
 
