@@ -15,8 +15,11 @@ struct Interrupted : std::runtime_error {
     using std::runtime_error::runtime_error;
 };
 
-// Counts interrupt_runs() calls; a run compares it with the value it started with.
-inline std::atomic<uint64_t>& interrupt_epoch() noexcept {
+// Counts interrupt_runs() calls; a run compares it with the value it started with. One counter
+// per process: with default visibility its static is a unique symbol, which the dynamic linker
+// shares between every extension module linking the core (trnsim._core and trnsim._C), so that
+// either module's SIGINT handler stops the runs of both.
+[[gnu::visibility("default")]] inline std::atomic<uint64_t>& interrupt_epoch() noexcept {
     static std::atomic<uint64_t> epoch{0};
     return epoch;
 }

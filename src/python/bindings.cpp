@@ -1,5 +1,5 @@
 // The `trnsim._core` extension module: Python bindings of the C++ simulator, torch-free: chips,
-// enums, the kernel builder and devices, and the profiler (_profiler).
+// enums, the kernel builder and devices, the graph compiler (_compiler) and the profiler (_profiler).
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -9,12 +9,14 @@
 #include <vector>
 
 #include "trnsim/chip.h"
+#include "trnsim/interrupt.h"
 
 namespace py = pybind11;
 
 namespace trnsim {
 void register_kernel_bindings(py::module_& m);    // kernel_bindings.cpp
 void register_enum_bindings(py::module_& m);      // enum_bindings.cpp
+void register_compiler_bindings(py::module_& m);  // compiler_bindings.cpp
 void register_profiler_bindings(py::module_& m);  // profiler_bindings.cpp
 }
 
@@ -62,7 +64,18 @@ PYBIND11_MODULE(_core, m) {
     m.def("chip_info", &chip_info, py::arg("name_or_path"),
           "Derived numbers of a chip preset or YAML file (peaks per physical NeuronCore and per chip).");
     py::register_exception<trnsim::ConfigError>(m, "ConfigError", PyExc_ValueError);
+    // A run stopped by interrupt_runs() (Ctrl-C: the SIGINT handler of trnsim._C stops the runs of
+    // this module too, see trnsim/interrupt.h) raises KeyboardInterrupt: Python's own once its
+    // handler has run, else one naming the run.
+    py::register_local_exception_translator([](std::exception_ptr p) {
+        try {
+            if (p) std::rethrow_exception(p);
+        } catch (const trnsim::Interrupted& e) {
+            if (PyErr_CheckSignals() == 0) PyErr_SetString(PyExc_KeyboardInterrupt, e.what());
+        }
+    });
     trnsim::register_enum_bindings(m);
     trnsim::register_kernel_bindings(m);
+    trnsim::register_compiler_bindings(m);
     trnsim::register_profiler_bindings(m);
 }
