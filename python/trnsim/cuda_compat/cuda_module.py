@@ -90,9 +90,22 @@ class _Stream(torch.neuron.Stream):
         return super().__new__(cls, device=cuda_target(device, "torch.cuda.Stream()"), priority=priority)
 
 
-def _event(enable_timing: bool = False, blocking: bool = False, interprocess: bool = False,
-           external: bool = False) -> torch.Event:
-    return torch.neuron.Event(enable_timing=enable_timing, blocking=blocking, interprocess=interprocess)
+class _EventType(type):
+    """torch.cuda.Event stays a class (PyTorch checks isinstance(x, torch.cuda.Event), e.g. when a
+    future's value is scanned for tensors); its instances are neuron torch.Events (a factory, as
+    torch.neuron.Event: torch.Event.elapsed_time accepts only torch.Event itself)."""
+
+    def __call__(cls, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False,
+                 external: bool = False) -> torch.Event:
+        record("torch.cuda.Event()", "torch.neuron.Event()", _port("Event"))
+        return torch.neuron.Event(enable_timing=enable_timing, blocking=blocking, interprocess=interprocess)
+
+    def __instancecheck__(cls, obj: Any) -> bool:
+        return isinstance(obj, torch.Event) and obj.device.type == "neuron"
+
+
+class _event(metaclass=_EventType):
+    __trnsim_compat__ = True
 
 
 class _autocast(torch.amp.autocast):

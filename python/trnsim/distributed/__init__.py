@@ -75,6 +75,8 @@ def register() -> None:
         return
     dist.Backend.register_backend(BACKEND_NAME, _create_backend, extended_api=True, devices=["neuron"])
     _bind_local_rank()
+    from trnsim.distributed import sync_batchnorm
+    sync_batchnorm.register()   # the ATen ops of SyncBatchNorm, which have CUDA kernels only
 
 
 def _bind_local_rank() -> None:

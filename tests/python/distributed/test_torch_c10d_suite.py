@@ -3,7 +3,8 @@ the neuron backend, 2 ranks, in one process group (tests/python/distributed/work
 
 The tests chosen are those that apply to a custom backend on device tensors: each collective's
 ``*_cuda`` test, with ``.cuda()`` meaning neuron (trnsim.cuda_compat), except those that need more
-than 2 ranks (the group tests) and the sparse all-reduce (gloo's alone). The others of that suite test
+than 2 ranks (the group tests) and the sparse all-reduce (gloo's alone); the coalescing manager; and
+DDP with SyncBatchNorm (every input layout, fp16) and with a GradScaler. The others of that suite test
 CPU tensors (gloo's business), NCCL internals or CUDA itself."""
 
 import re
@@ -19,7 +20,13 @@ TESTS = ["test_broadcast_cuda", "test_reduce_sum_cuda", "test_reduce_sum_cuda_tw
          "test_all_to_all_single_unequal_split_cuda", "test_all_to_all_single_unequal_split_cuda_complex",
          "test_all_to_all_cuda", "test_all_to_all_cuda_complex", "test_all_to_all_single_equal_split_full_group_cuda",
          "test_all_to_all_single_unequal_split_full_group_cuda", "test_all_to_all_full_group_cuda",
-         "test_barrier_cuda", "test_coalescing_manager", "test_coalescing_manager_async"]
+         "test_barrier_cuda", "test_coalescing_manager", "test_coalescing_manager_async",
+         "test_DistributedDataParallel_with_amp_and_grad_is_view", "test_DistributedDataParallel_SyncBatchNorm",
+         "test_DistributedDataParallel_SyncBatchNorm_No_Affine", "test_DistributedDataParallel_SyncBatchNorm_2D_Input",
+         "test_DistributedDataParallel_SyncBatchNorm_Single_Input_Per_Process",
+         "test_DistributedDataParallel_SyncBatchNorm_Diff_Input_Sizes_Running_Value",
+         "test_DistributedDataParallel_SyncBatchNorm_Diff_Input_Sizes_gradient",
+         "test_DistributedDataParallel_SyncBatchNorm_Channels_Last", "test_DistributedDataParallel_SyncBatchNorm_half"]
 
 
 def test_pytorch_c10d_collective_tests_pass_on_the_neuron_backend(tmp_path):
