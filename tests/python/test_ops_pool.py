@@ -80,3 +80,12 @@ def test_bf16_max_pool_is_exact():
     x = rand(2, 4, 8, 8).bfloat16()
     got = F.max_pool2d(x.to(DEV), 3, 2, 1)
     torch.testing.assert_close(got.cpu(), F.max_pool2d(x, 3, 2, 1), atol=0, rtol=0)
+
+
+def test_empty_batch_pools_natively():
+    x = torch.zeros(0, 3, 9, 9, device=DEV)
+    torch.neuron.reset_fallback_ops()
+    assert F.max_pool2d(x, 3, 2).shape == (0, 3, 4, 4)
+    assert F.avg_pool2d(x, 3, 2, 1).shape == (0, 3, 5, 5)
+    assert F.adaptive_avg_pool2d(x, (2, 5)).shape == (0, 3, 2, 5)
+    assert torch.neuron.fallback_ops() == {}

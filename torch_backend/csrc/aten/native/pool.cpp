@@ -16,6 +16,13 @@ namespace {
 
 int64_t pick(at::IntArrayRef v, size_t i, int64_t dflt) { return v.empty() ? dflt : (v.size() == 1 ? v[0] : v[i]); }
 
+// Non-empty inputs, and empty batches of non-empty planes (nothing to compute); the CPU rejects
+// other empty inputs with its own error.
+bool shape_native(const at::Tensor& input) {
+    return input.numel() > 0 || (input.dim() == 4 && input.size(0) == 0 && input.size(1) > 0 && input.size(2) > 0 &&
+                                 input.size(3) > 0);
+}
+
 // PyTorch's argument forms (one value for both dims, an empty stride = the kernel size); nullopt
 // when the kernel does not take them.
 std::optional<ops::PoolParams> params_of(const at::Tensor& input, at::IntArrayRef kernel, at::IntArrayRef stride,
@@ -44,7 +51,7 @@ std::optional<ops::PoolParams> params_of(const at::Tensor& input, at::IntArrayRe
     }
     const int64_t plane = ((out[0] - 1) * p.stride[0] + (p.kernel[0] - 1) * p.dilation[0] + 1) *
                           ((out[1] - 1) * p.stride[1] + (p.kernel[1] - 1) * p.dilation[1] + 1);
-    if (plane > ops::kPoolMaxPlane || input.numel() == 0) return std::nullopt;
+    if (plane > ops::kPoolMaxPlane || !shape_native(input)) return std::nullopt;
     return p;
 }
 
@@ -196,7 +203,7 @@ std::optional<ops::PoolParams> adaptive_params(const at::Tensor& input, c10::Sym
 
 // Uneven windows: the adaptive kernel, one window per output position.
 bool adaptive_native(const at::Tensor& input, int64_t ho, int64_t wo) {
-    return (input.dim() == 3 || input.dim() == 4) && float_tensors({&input}) && input.numel() > 0 && ho >= 1 &&
+    return (input.dim() == 3 || input.dim() == 4) && float_tensors({&input}) && shape_native(input) && ho >= 1 &&
            wo >= 1 && input.size(-2) * input.size(-1) <= ops::kPoolMaxPlane;
 }
 
