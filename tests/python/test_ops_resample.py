@@ -83,3 +83,14 @@ def test_bad_arguments_raise_as_on_cpu(call):
         call(x)
     with pytest.raises(type(on_cpu.value)):
         call(x.to(DEV))
+
+
+def test_int64_padding_and_uint8_nearest_move_exact_values():
+    x = torch.tensor([[[2**62 + 1, -5, 7, -(2**40)]]], dtype=torch.int64)
+    image = torch.arange(2 * 3 * 4 * 5).to(torch.uint8).view(2, 3, 4, 5)
+    for fn, t in ((lambda t: F.pad(t, (2, 1), mode="reflect"), x), (lambda t: F.pad(t, (1, 3), mode="replicate"), x),
+                  (lambda t: F.interpolate(t, size=(7, 3), mode="nearest"), image)):
+        torch.neuron.reset_fallback_ops()
+        got = fn(t.to(DEV))
+        assert torch.neuron.fallback_ops() == {}
+        assert torch.equal(got.cpu(), fn(t))

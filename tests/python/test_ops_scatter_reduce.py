@@ -77,3 +77,13 @@ def test_index_add_with_alpha():
     got = rand(3, 4, seed=1).to(DEV).index_add(0, index.to(DEV), src.to(DEV), alpha=-2.5)
     assert torch.neuron.fallback_ops() == {}
     torch.testing.assert_close(got.cpu(), expected)
+
+
+def test_index_select_and_index_add_of_0_dim_tensors():
+    x, src, index = torch.tensor(1.5), torch.tensor(2.0), torch.tensor([0])
+    torch.neuron.reset_fallback_ops()
+    selected = x.to(DEV).index_select(0, index.to(DEV))
+    added = x.to(DEV).index_add(0, index.to(DEV), src.to(DEV), alpha=2)
+    assert torch.neuron.fallback_ops() == {}
+    assert selected.shape == () and selected.item() == 1.5
+    assert added.shape == () and added.item() == 5.5

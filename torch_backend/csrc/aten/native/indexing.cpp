@@ -152,6 +152,9 @@ at::Tensor embedding_dense_backward(const at::Tensor& grad, const at::Tensor& in
 }
 
 at::Tensor index_select(const at::Tensor& self, int64_t dim, const at::Tensor& index) {
+    // A 0-dim tensor is its [1] view (dim and index checked as for 0-dim by the CPU when out of range).
+    if (self.dim() == 0 && (dim == 0 || dim == -1) && index.numel() == 1 && is_index(index) && movable({&self}))
+        return neuron::index_select(self.view({1}), 0, index.reshape({1})).view(at::IntArrayRef{});
     std::optional<at::Tensor> idx;
     if (movable({&self}) && is_index(index) && index.dim() <= 1 && self.dim() > 0) {
         dim = c10::maybe_wrap_dim(dim, self.dim());
@@ -352,6 +355,11 @@ std::optional<at::Tensor> row_indices(const at::Tensor& self, int64_t d, const a
 
 at::Tensor& index_add_(at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& source,
                        const c10::Scalar& alpha) {
+    if (self.dim() == 0 && source.dim() == 0 && (dim == 0 || dim == -1) && index.numel() == 1 && is_index(index)) {
+        at::Tensor self1 = self.view({1});   // a 0-dim tensor as its [1] view
+        neuron::index_add_(self1, 0, index.reshape({1}), source.view({1}), alpha);
+        return self;
+    }
     std::optional<at::Tensor> idx;
     const int64_t d = self.dim() ? c10::maybe_wrap_dim(dim, self.dim()) : 0;
     if (float_tensors({&self, &source}) && !alpha.isComplex()) idx = row_indices(self, d, index, source, false);

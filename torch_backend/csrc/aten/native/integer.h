@@ -53,6 +53,9 @@ bool div_mode(const at::Tensor& a, const at::Tensor& b, std::optional<std::strin
 // neg, abs, sign, logical_not: functional, and out= (in-place when out is self).
 bool unary(ops::Unary op, const at::Tensor& self, at::Tensor& result);
 bool unary_out(ops::Unary op, const at::Tensor& self, at::Tensor& out);
+// pow of an integer tensor by an integer scalar or tensor (integer_pow.cpp).
+bool pow_scalar(const at::Tensor& a, const c10::Scalar& e, at::Tensor& result);
+bool pow_tensor(const at::Tensor& a, const at::Tensor& e, at::Tensor& result);
 bool fill(at::Tensor& self, const c10::Scalar& value);
 bool fill_tensor(at::Tensor& self, const at::Tensor& value);
 bool where(const at::Tensor& cond, const at::Tensor& a, const at::Tensor& b, at::Tensor& result);

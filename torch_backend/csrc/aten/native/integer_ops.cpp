@@ -1,9 +1,10 @@
 // Integer and boolean operators on neuron that no other family registers: bitwise ops and
-// shifts, remainder and floor division, arange (every overload reaches arange.start_out), all/any,
+// shifts, remainder (floats too) and floor division, arange (every overload reaches arange.start_out), all/any,
 // isin, isnan/isneginf/isposinf (integers are never NaN or infinite; floats compare on the
 // VectorE) and where's out= form, on the exact integer kernels (ops/integer.h). Calls the kernels do not take (float
 // operands of integer-only ops, dtypes the device lacks) run on the CPU through the counted fallback.
 #include <ATen/ATen.h>
+#include <ATen/ExpandUtils.h>
 #include <ATen/native/Resize.h>
 #include <torch/library.h>
 
@@ -39,6 +40,70 @@ at::Tensor& int_out(const at::Tensor& a, const at::Tensor& b, at::Tensor& out) {
     return run_fallback<FallbackOp>(a, b, out);
 }
 
+// ---- remainder of floats, as PyTorch's: r = fmod(a, b), plus b where r is nonzero and its sign is not
+// b's (fmod on the VectorE, then comparisons and a select). Integer operands take the exact kernels.
+
+bool float_operands(const at::Tensor& a, const at::Tensor& b) {
+    if (is_host_scalar(a) && is_host_scalar(b)) return false;
+    for (const at::Tensor* t : {&a, &b})
+        if (!is_host_scalar(*t) && !kernel_dtypes({t})) return false;
+    return is_kernel_float(at::result_type(a, b));
+}
+
+at::Tensor float_remainder(const at::Tensor& a, const at::Tensor& b) {
+    const at::Tensor r = at::fmod(a, b);
+    return at::where(at::logical_and(r.ne(0), r.lt(0).ne(b.lt(0))), r.add(b), r);
+}
+
+at::Tensor remainder_fn(const at::Tensor& a, const at::Tensor& b) {
+    at::Tensor r;
+    if (integer::binary_op(IntOp::remainder, a, b, r)) return r;
+    if (float_operands(a, b)) return float_remainder(a, b);
+    return run_fallback<at::_ops::remainder_Tensor>(a, b);
+}
+
+at::Tensor& remainder_inplace(at::Tensor& self, const at::Tensor& b) {
+    if (integer::binary_op_out(IntOp::remainder, self, b, self, true)) return self;
+    if (float_operands(self, b) && at::result_type(self, b) == self.scalar_type() &&
+        at::infer_size_dimvector(self.sizes(), b.sizes()) == self.sizes())
+        return self.copy_(float_remainder(self, b));
+    return run_fallback<at::_ops::remainder__Tensor>(self, b);
+}
+
+at::Tensor& remainder_out(const at::Tensor& a, const at::Tensor& b, at::Tensor& out) {
+    if (integer::binary_op_out(IntOp::remainder, a, b, out, false)) return out;
+    if (float_operands(a, b) && kernel_dtypes({&out}) && out.scalar_type() == at::result_type(a, b)) {
+        const at::Tensor r = float_remainder(a, b);
+        at::native::resize_output(out, r.sizes());
+        return out.copy_(r);
+    }
+    return run_fallback<at::_ops::remainder_Tensor_out>(a, b, out);
+}
+
+at::Tensor remainder_scalar_tensor(const c10::Scalar& s, const at::Tensor& b) {
+    at::Tensor r;
+    const at::Tensor a = integer::wrapped(s);
+    if (integer::binary_op(IntOp::remainder, a, b, r)) return r;
+    if (float_operands(a, b)) return float_remainder(a, b);
+    return run_fallback<at::_ops::remainder_Scalar_Tensor>(s, b);
+}
+
+// floor_divide of floats is div with rounding_mode "floor" (the pointwise family's).
+at::Tensor floor_divide_fn(const at::Tensor& a, const at::Tensor& b) {
+    at::Tensor r;
+    if (integer::binary_op(IntOp::div_floor, a, b, r)) return r;
+    if (float_operands(a, b)) return at::div(a, b, "floor");
+    return run_fallback<at::_ops::floor_divide>(a, b);
+}
+
+at::Tensor& floor_divide_inplace(at::Tensor& self, const at::Tensor& b) {
+    if (integer::binary_op_out(IntOp::div_floor, self, b, self, true)) return self;
+    if (float_operands(self, b) && at::result_type(self, b) == self.scalar_type() &&
+        at::infer_size_dimvector(self.sizes(), b.sizes()) == self.sizes())
+        return self.copy_(at::div(self, b, "floor"));
+    return run_fallback<at::_ops::floor_divide__Tensor>(self, b);
+}
+
 // Overloads with a Scalar operand.
 template <IntOp Op, class FallbackOp>
 at::Tensor int_scalar_fn(const at::Tensor& a, const c10::Scalar& s) {
@@ -51,13 +116,6 @@ template <IntOp Op, class FallbackOp>
 at::Tensor& int_scalar_inplace(at::Tensor& self, const c10::Scalar& s) {
     if (integer::binary_op_out(Op, self, integer::wrapped(s), self, true)) return self;
     return run_fallback<FallbackOp>(self, s);
-}
-
-template <IntOp Op, class FallbackOp>
-at::Tensor int_reverse_fn(const c10::Scalar& s, const at::Tensor& b) {
-    at::Tensor r;
-    if (integer::binary_op(Op, integer::wrapped(s), b, r)) return r;
-    return run_fallback<FallbackOp>(s, b);
 }
 
 // ---- bitwise_not (logical on bool)
@@ -250,10 +308,12 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     INT_BINARY(bitwise_xor, bit_xor)
     INT_BINARY(bitwise_left_shift, shl)
     INT_BINARY(bitwise_right_shift, shr)
-    INT_BINARY(remainder, remainder)
-    m.impl("remainder.Scalar_Tensor", int_reverse_fn<IntOp::remainder, at::_ops::remainder_Scalar_Tensor>);
-    m.impl("floor_divide", int_fn<IntOp::div_floor, at::_ops::floor_divide>);
-    m.impl("floor_divide_.Tensor", int_inplace<IntOp::div_floor, at::_ops::floor_divide__Tensor>);
+    m.impl("remainder.Tensor", remainder_fn);
+    m.impl("remainder_.Tensor", remainder_inplace);
+    m.impl("remainder.Tensor_out", remainder_out);
+    m.impl("remainder.Scalar_Tensor", remainder_scalar_tensor);
+    m.impl("floor_divide", floor_divide_fn);
+    m.impl("floor_divide_.Tensor", floor_divide_inplace);
     m.impl("floor_divide.out", int_out<IntOp::div_floor, at::_ops::floor_divide_out>);
     m.impl("__lshift__.Tensor", int_fn<IntOp::shl, at::_ops::__lshift___Tensor>);
     m.impl("__lshift__.Scalar", int_scalar_fn<IntOp::shl, at::_ops::__lshift___Scalar>);

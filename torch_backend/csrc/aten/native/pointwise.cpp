@@ -15,6 +15,7 @@
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
+#include <cstring>
 #include <optional>
 
 #include "aten/native/integer.h"
@@ -176,11 +177,33 @@ at::Tensor compare_scalar(const at::Tensor& a, const c10::Scalar& s) {
     return out;
 }
 
-// div with a rounding mode: only the true division is native.
+// Float division rounded down, as PyTorch's div_floor_floating: the quotient of a - fmod(a, b) (exact
+// where representable), one less where fmod's sign is not b's, floored, and rounded up where the floor
+// lost more than a half; a zero quotient keeps the sign of a / b, and b = 0 gives a / b. Operands in
+// fp32 (a Python number stays on the host).
+at::Tensor float_div_floor(const at::Tensor& a, const at::Tensor& b) {
+    const at::Tensor q = a.div(b);
+    const at::Tensor mod = at::fmod(a, b);
+    at::Tensor div = a.sub(mod).div(b);
+    div = at::where(at::logical_and(mod.ne(0), b.lt(0).ne(mod.lt(0))), div.sub(1), div);
+    const at::Tensor fl = div.floor();
+    const at::Tensor rounded = at::where(div.ne(0), at::where(div.sub(fl).gt(0.5), fl.add(1), fl), q.mul(0));
+    if (is_host_scalar(b)) return host_scalar_value(b) == 0.0 ? q : rounded;
+    return at::where(b.eq(0), q, rounded);
+}
+
+// div with a rounding mode: floats round the quotient toward zero ("trunc") or the fp32 quotient
+// down ("floor", above), as the CPU does; integers take the exact integer kernels.
 at::Tensor div_mode(const at::Tensor& a, const at::Tensor& b, std::optional<c10::string_view> mode) {
     if (at::Tensor r; integer::div_mode(a, b, mode, r)) return r;
-    if (mode.has_value()) return run_fallback<at::_ops::div_Tensor_mode>(a, b, mode);
-    return binary2_fn<Binary::div, at::_ops::div_Tensor>(a, b);
+    if (!mode.has_value()) return binary2_fn<Binary::div, at::_ops::div_Tensor>(a, b);
+    const c10::ScalarType rt = binary_result_type(Binary::div, a, b);
+    if (binary_supported(Binary::div, a, b, rt) && at::result_type(a, b) == rt && (*mode == "trunc" || *mode == "floor")) {
+        if (*mode == "trunc") return a.div(b).trunc();   // the quotient rounded to rt, as the CPU's vector loop
+        const auto f32 = [](const at::Tensor& t) { return is_host_scalar(t) ? t : t.to(at::kFloat); };
+        return float_div_floor(f32(a), f32(b)).to(rt);
+    }
+    return run_fallback<at::_ops::div_Tensor_mode>(a, b, mode);
 }
 
 // ---- pow with a scalar exponent / base
@@ -196,6 +219,9 @@ void launch_pow_scalar(const at::Tensor& out, const at::Tensor& a, double e) {
 }
 
 at::Tensor pow_tensor_scalar(const at::Tensor& a, const c10::Scalar& e) {
+    if (at::Tensor r; integer::pow_scalar(a, e, r)) return r;
+    if (integer::int_tensor(a) && e.isFloatingPoint() && is_kernel_float(at::result_type(a, e)))
+        return pow_tensor_scalar(a.to(at::result_type(a, e)), e);   // an integer tensor to a float power
     if (!kernel_dtypes({&a}) || !is_kernel_float(a.scalar_type()) || e.isComplex())
         return run_fallback<at::_ops::pow_Tensor_Scalar>(a, e);
     at::Tensor out = at::empty(a.sizes(), a.options());
@@ -213,6 +239,11 @@ at::Tensor& pow_tensor_scalar_out(const at::Tensor& a, const c10::Scalar& e, at:
 }
 
 at::Tensor& pow_tensor_scalar_(at::Tensor& self, const c10::Scalar& e) { return pow_tensor_scalar_out(self, e, self); }
+
+at::Tensor pow_tensor_tensor(const at::Tensor& a, const at::Tensor& e) {
+    if (at::Tensor r; integer::pow_tensor(a, e, r)) return r;
+    return binary2_fn<Binary::pow, at::_ops::pow_Tensor_Tensor>(a, e);
+}
 
 at::Tensor pow_scalar(const c10::Scalar& base, const at::Tensor& e) {
     if (!kernel_dtypes({&e}) || !is_kernel_float(e.scalar_type()) || base.isComplex())
@@ -366,6 +397,15 @@ void launch_fill(const at::Tensor& out, double v) {
 
 at::Tensor& fill_scalar(at::Tensor& self, const c10::Scalar& value) {
     if (integer::fill(self, value)) return self;
+    if (self.scalar_type() == c10::kDouble && self.is_privateuseone() && !value.isComplex()) {
+        // float64 has no arithmetic here, but a fill only stores: the value's 64-bit pattern, exactly, on
+        // the integer kernels (the tensor viewed as int64)
+        const double v = value.toDouble();
+        int64_t bits = 0;
+        std::memcpy(&bits, &v, sizeof bits);
+        at::Tensor words = self.view(c10::kLong);
+        if (integer::fill(words, c10::Scalar(bits))) return self;
+    }
     if (value.isComplex() || !fill_supported(self, value.toDouble()))
         return run_fallback<at::_ops::fill__Scalar>(self, value);
     launch_fill(self, value.toDouble());
@@ -600,7 +640,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     m.impl("div.Tensor_mode", div_mode);
     BINARY_PLAIN(maximum, maximum)
     BINARY_PLAIN(minimum, minimum)
-    m.impl("pow.Tensor_Tensor", binary2_fn<Binary::pow, at::_ops::pow_Tensor_Tensor>);
+    m.impl("fmod.Tensor", binary2_fn<Binary::fmod, at::_ops::fmod_Tensor>);
+    m.impl("fmod_.Tensor", binary2_inplace<Binary::fmod, at::_ops::fmod__Tensor>);
+    m.impl("fmod.Tensor_out", binary2_out<Binary::fmod, at::_ops::fmod_Tensor_out>);
+    m.impl("pow.Tensor_Tensor", pow_tensor_tensor);
     m.impl("pow.Tensor_Scalar", pow_tensor_scalar);
     m.impl("pow.Tensor_Scalar_out", pow_tensor_scalar_out);
     m.impl("pow_.Scalar", pow_tensor_scalar_);

@@ -205,6 +205,10 @@ void backward_into(const at::Tensor& grad_input, const at::Tensor& grad_output, 
 }
 
 bool native(const at::Tensor& t) { return float_tensors({&t}); }
+// Copies only: padding forward takes any dtype the DMAs move (int64 included), nearest forward the
+// dtypes the CPU's kernel has (floats and uint8).
+bool movable(const at::Tensor& t) { return kernel_dtypes({&t}); }
+bool nearest_dtype(const at::Tensor& t) { return native(t) || (movable(t) && t.scalar_type() == c10::kByte); }
 
 at::Tensor forward(const at::Tensor& input, const Interp& p) {
     const at::DimVector shape = checked_output_shape(p, input.sizes());
@@ -258,12 +262,12 @@ Interp interp(Mode mode, const char* name, c10::SymIntArrayRef out_size, bool al
 
 #define NEAREST_OPS(fn, mode, aten, n)                                                                         \
     at::Tensor fn(const at::Tensor& self, c10::SymIntArrayRef size, SCALE_PARAMS_##n) {                \
-        if (!native(self)) return run_fallback_symint<at::_ops::aten>(self, size, SCALE_ARGS_##n);      \
+        if (!nearest_dtype(self)) return run_fallback_symint<at::_ops::aten>(self, size, SCALE_ARGS_##n); \
         return forward(self, interp(mode, #aten, size, false, {SCALE_ARGS_##n}));                      \
     }                                                                                                            \
     at::Tensor& fn##_out(const at::Tensor& self, c10::SymIntArrayRef size, SCALE_PARAMS_##n,           \
                          at::Tensor& out) {                                                                      \
-        if (!native(self) || !native(out))                                                                       \
+        if (!nearest_dtype(self) || !nearest_dtype(out))                                                         \
             return run_fallback_symint<at::_ops::aten##_out>(self, size, SCALE_ARGS_##n, out);          \
         return forward_out(self, interp(mode, #aten, size, false, {SCALE_ARGS_##n}), out);             \
     }                                                                                                            \
@@ -398,7 +402,7 @@ at::DimVector padded_shape(const at::Tensor& self, const std::vector<Taps>& taps
 
 #define PAD_OPS(fn, aten, k, reflect)                                                                            \
     at::Tensor fn(const at::Tensor& self, c10::SymIntArrayRef padding) {                                         \
-        if (!native(self)) return run_fallback_symint<at::_ops::aten>(self, padding);                            \
+        if (!movable(self)) return run_fallback_symint<at::_ops::aten>(self, padding);                           \
         std::vector<int64_t> p;                                                                                  \
         checked_padding(#aten, self, padding, p, k, reflect);                                                    \
         const std::vector<Taps> taps = pad_taps(self, p, reflect);                                               \
@@ -407,7 +411,7 @@ at::DimVector padded_shape(const at::Tensor& self, const std::vector<Taps>& taps
         return out;                                                                                              \
     }                                                                                                            \
     at::Tensor& fn##_out(const at::Tensor& self, c10::SymIntArrayRef padding, at::Tensor& out) {                 \
-        if (!native(self) || !native(out) || out.scalar_type() != self.scalar_type())                           \
+        if (!movable(self) || !movable(out) || out.scalar_type() != self.scalar_type())                          \
             return run_fallback_symint<at::_ops::aten##_out>(self, padding, out);                                \
         std::vector<int64_t> p;                                                                                  \
         checked_padding(#aten, self, padding, p, k, reflect);                                                    \
