@@ -127,6 +127,7 @@ struct ChipConfig {
     HbmConfig hbm;
     LinkConfig link;
     double sem_latency_ns = 0;           // cross-engine semaphore propagation
+    double remote_sem_latency_ns = 0;    // a semaphore update from the other physical core of an LNC pair
     double launch_overhead_ns = 0;       // NEFF launch + teardown around one kernel (in measured latencies)
     std::map<std::string, std::string> sources;  // field -> "which published source this number follows"
 

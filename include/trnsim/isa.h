@@ -31,10 +31,16 @@ constexpr uint32_t ENG_DMA = 1u << 5;
 constexpr uint32_t ENG_ANY = 0x3f;
 const char* engine_name(Engine e);
 
-// Queue numbering: the five compute/sequencer engines, then the DMA queues.
+// Queue numbering, per physical core: the five compute/sequencer engines, then the DMA queues.
+// A logical NeuronCore groups up to kMaxPhysicalCores physical cores (LNC), each with its own
+// engines, queues, SBUF and PSUM; physical core c's queues are numbered from c x kQueuesPerCore.
 constexpr uint32_t kNumEngineQueues = 5;       // Tensor, Vector, Scalar, GpSimd, Sync
-constexpr uint32_t kMaxDmaQueues = 32;
-constexpr uint32_t kMaxQueues = kNumEngineQueues + kMaxDmaQueues;
+constexpr uint32_t kQueuesPerCore = 32;
+constexpr uint32_t kMaxDmaQueues = kQueuesPerCore - kNumEngineQueues;   // 27; every preset has 16
+constexpr uint32_t kMaxPhysicalCores = 2;
+constexpr uint32_t kMaxQueues = kQueuesPerCore * kMaxPhysicalCores;
+constexpr uint32_t queue_core(uint32_t q) { return q / kQueuesPerCore; }    // physical core of a queue
+constexpr uint32_t queue_local(uint32_t q) { return q % kQueuesPerCore; }   // its number within the core
 // Semaphores [0, kMaxQueues) count completed instructions of each queue and are
 // incremented by the hardware; user semaphores start at kUserSemBase and are
 // incremented only by an instruction's 'signal'.
@@ -249,6 +255,7 @@ struct Instruction {
     Opcode op = Opcode::barrier;
     Engine engine = Engine::Sync;
     uint8_t dma_queue = 0;          // for Engine::DMA
+    uint8_t core = 0;               // physical core of the logical core that runs it (SPMD, LNC > 1)
     ActFunc func = ActFunc::identity;
     AluOp alu0 = AluOp::bypass;
     AluOp alu1 = AluOp::bypass;
@@ -266,7 +273,8 @@ struct Instruction {
     std::array<SemWait, kMaxWaits> waits{};
 
     uint32_t queue() const {        // the instruction stream this instruction belongs to
-        return engine == Engine::DMA ? kNumEngineQueues + dma_queue : static_cast<uint32_t>(engine);
+        return core * kQueuesPerCore +
+               (engine == Engine::DMA ? kNumEngineQueues + dma_queue : static_cast<uint32_t>(engine));
     }
 };
 
@@ -280,11 +288,14 @@ struct IsaError : std::runtime_error {
 // "<opcode>: <rule broken>" naming the instruction and the rule.
 void validate(const Instruction& ins, const ChipConfig& chip, uint64_t hbm_bytes);
 
-// A straight-line program for one NeuronCore. Instructions appear in an order
-// in which every semaphore wait refers to signals/completions earlier in the list.
+// A straight-line program for one logical NeuronCore: the instructions of each of its physical
+// cores (Instruction::core), in an order in which every semaphore wait refers to
+// signals/completions earlier in the list. A wait on another physical core's queue is a remote
+// semaphore (ChipConfig::remote_sem_latency_ns).
 struct Program {
     std::string name;
     std::vector<Instruction> instrs;
+    uint8_t cores = 1;                    // physical cores it uses: 1 + the largest Instruction::core
     std::vector<std::string> tag_names;   // optional names for Instruction::tag values
     bool prevalidated = false;            // set by KernelBuilder::finish(): run() skips validate()
     // Unique per finished kernel (KernelBuilder::finish), 0 for hand-built programs. A core

@@ -51,7 +51,18 @@ public:
 
     const ChipConfig& chip() const { return chip_; }
 
-    // ---- on-chip memory (first fit; throws IsaError when SBUF/PSUM is full)
+    // ---- physical cores (SPMD over a logical core of chip().lnc physical cores)
+    // Instructions emitted from now on run on physical core 'core' (0 <= core < chip().lnc).
+    // Each core has its own queues, SBUF and PSUM and shares HBM with the others. Tiles are
+    // allocated at the same addresses on every core, as in an SPMD program: a tile names that
+    // region of the SBUF / PSUM of whichever core the instruction using it runs on. Dependencies
+    // across cores (through HBM) become remote semaphore waits.
+    void set_core(uint32_t core);
+    uint32_t core() const { return core_; }
+    uint32_t num_cores() const { return chip_.lnc; }
+
+    // ---- on-chip memory (first fit, the same region on every physical core; throws IsaError
+    //      when SBUF/PSUM is full)
     Tile alloc_sbuf(uint32_t partitions, std::vector<uint32_t> free_shape, DType dt);
     Tile alloc_psum(uint32_t partitions, uint32_t free, DType dt = DType::f32);  // within one bank
     // 'banks' whole consecutive banks of fp32 ([partitions, banks x 512]): matmuls write one bank
@@ -129,6 +140,7 @@ private:
     uint64_t hbm_bytes_;
     Program prog_;
     uint32_t tag_ = 0;
+    uint32_t core_ = 0;
     uint32_t next_dma_queue_ = 0;
     std::unique_ptr<DependencyTracker> deps_;   // src/kernel/dependency_tracker.h
     std::unique_ptr<TileAllocator> tiles_;      // src/kernel/tile_allocator.h

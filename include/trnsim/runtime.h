@@ -1,7 +1,7 @@
 // The runtime: what a host framework (the PyTorch backend, benchmarks, the
 // compiler's executor) uses to drive simulated NeuronCores.
 //
-//   Device        one NeuronCore as a framework device: HBM allocation,
+//   Device        one logical NeuronCore as a framework device: HBM allocation,
 //                 host<->device copies, program launch, device time, recording.
 //   HbmAllocator  first-fit allocator of device addresses with exact accounting.
 //   ProgramCache  built Programs by signature, shared by everything that launches kernels
@@ -101,7 +101,7 @@ private:
 // The process-wide cache.
 ProgramCache& shared_program_cache();
 
-// One simulated NeuronCore as a framework device.
+// One simulated logical NeuronCore (lnc physical cores) as a framework device.
 //
 // Thread safe: launch() and the copies hold the device's lock, so concurrent callers run one
 // at a time, each program after everything already run (the core is an in-order machine).

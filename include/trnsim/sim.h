@@ -51,13 +51,15 @@ struct RunStats {
     void add(const RunStats& o);
 };
 
-// Memories of one NeuronCore. HBM is this core's share of device memory: one
+// Memories of one (logical) NeuronCore. HBM is this core's share of device memory: one
 // contiguous host mapping, backed lazily (pages appear on first touch,
 // MAP_NORESERVE) in functional mode, and reserved without access (PROT_NONE)
 // in timing-only mode so that addresses exist and are exact but hold no data.
+// Each physical core has its own SBUF and PSUM; sbuf()/psum() and the access-pattern
+// functions address those of the selected physical core (select_core).
 class CoreMemory {
 public:
-    CoreMemory(const ChipConfig& chip, uint64_t hbm_bytes, bool backed);
+    CoreMemory(const ChipConfig& chip, uint64_t hbm_bytes, bool backed, uint32_t physical_cores = 1);
     ~CoreMemory();
     CoreMemory(const CoreMemory&) = delete;
     CoreMemory& operator=(const CoreMemory&) = delete;
@@ -77,26 +79,37 @@ public:
     void copy(const AccessPattern& dst, const AccessPattern& src);
 
     const ChipConfig& chip() const { return chip_; }
+    uint32_t physical_cores() const { return static_cast<uint32_t>(sbuf_.size()); }
+    // The physical core whose SBUF and PSUM the accessors address from now on.
+    void select_core(uint32_t core);
+    uint32_t selected_core() const { return core_; }
 
 private:
     const ChipConfig& chip_;
     uint64_t hbm_size_;
     uint8_t* hbm_ = nullptr;
     bool backed_ = false;
-    std::vector<uint8_t> sbuf_, psum_;
+    std::vector<std::vector<uint8_t>> sbuf_, psum_;   // per physical core
+    uint32_t core_ = 0;
 };
 
 struct MovingOperandCache;   // src/sim/exec/matmul_batch.h
 class TimingModel;   // src/sim/timing.h
 
+// A NeuronCore as software sees it: one physical core, or a logical core of 'physical_cores'
+// (the chip's LNC) that run SPMD programs. Each physical core has its own engines, queues, SBUF
+// and PSUM; they share the logical core's HBM and its bandwidth (their stack's share).
 class NeuronCore {
 public:
-    // hbm_bytes = 0 means this core's share of the chip's HBM.
-    NeuronCore(const ChipConfig& chip, ExecMode mode = ExecMode::Functional, uint64_t hbm_bytes = 0);
+    // hbm_bytes = 0 means the physical cores' share of the chip's HBM; physical_cores = 0 means
+    // the chip's lnc (one device).
+    NeuronCore(const ChipConfig& chip, ExecMode mode = ExecMode::Functional, uint64_t hbm_bytes = 0,
+               uint32_t physical_cores = 0);
     ~NeuronCore();
 
     const ChipConfig& chip() const { return chip_; }
     ExecMode mode() const { return mode_; }
+    uint32_t physical_cores() const { return physical_cores_; }
     CoreMemory& memory() { return *mem_; }
 
     // Validates and runs 'prog' after everything already run on this core.
@@ -113,6 +126,7 @@ public:
 private:
     ChipConfig chip_;
     ExecMode mode_;
+    uint32_t physical_cores_;
     std::unique_ptr<CoreMemory> mem_;
     std::unique_ptr<TimingModel> timing_;
     void execute_functional(const Program& prog);

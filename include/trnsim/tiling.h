@@ -242,5 +242,33 @@ AccessPattern partition_scalar(const AccessPattern& v);
 void select_imm(KernelBuilder& kb, const AccessPattern& dst, const AccessPattern& mask, const AccessPattern& on_true,
                 float value, Engine e = Engine::Vector);
 
+// SPMD over the physical cores of a logical core: 'items' independent work items (output tiles,
+// rows, heads) are dealt out in contiguous chunks, core c taking items [c x n / cores, (c+1) x n /
+// cores), so that each core rotates through its own TileRings (tiles sit at the same SBUF address
+// on every core). enter(i) switches the builder to item i's core; the destructor returns to the
+// core it started on. A builder already on another core than 0 (a split caller) is not split
+// again, nor is a single item. What a kernel loads before its loop (a weight row broadcast to
+// every partition, constants) is on the starting core only: 'setup' runs once on each other core
+// when enter() first switches to it.
+class SpmdSplit {
+public:
+    SpmdSplit(KernelBuilder& kb, size_t items, std::function<void()> setup = {});
+    ~SpmdSplit();
+    SpmdSplit(const SpmdSplit&) = delete;
+    SpmdSplit& operator=(const SpmdSplit&) = delete;
+    void enter(size_t item);
+    uint32_t core_of(size_t item) const;
+    uint32_t cores() const { return cores_; }
+    // The first item of core c (items [begin(c), begin(c + 1)) are core c's; begin(cores()) = items).
+    size_t begin(uint32_t c) const { return (static_cast<size_t>(c) * items_ + cores_ - 1) / cores_; }
+
+private:
+    KernelBuilder& kb_;
+    size_t items_;
+    uint32_t start_core_, cores_;
+    std::function<void()> setup_;
+    std::array<bool, kMaxPhysicalCores> ready_{};   // cores set up
+};
+
 }  // namespace tiling
 }  // namespace trnsim

@@ -20,6 +20,10 @@ if "TRNSIM_CONFIG_DIR" not in os.environ:
     if _chip_config_dir is not None:
         os.environ["TRNSIM_CONFIG_DIR"] = str(_chip_config_dir)
 
+from trnsim.instance import apply_environment as _apply_instance  # noqa: E402
+
+_apply_instance()   # TRNSIM_INSTANCE: the chip and how many of them (trnsim/instance.py)
+
 from trnsim import _core  # noqa: E402  (needs TRNSIM_CONFIG_DIR set first)
 
 __version__ = _core.version()

@@ -41,12 +41,17 @@ def _intensity(value: float) -> str:
     return "-" if math.isinf(value) else f"{value:.3g}"
 
 
-def queue_order(name: str) -> tuple[int, int]:
-    """Engines in hardware order, then DMA queues by number."""
+def queue_order(name: str) -> tuple[int, int, int]:
+    """Per physical core ("Tensor", "Tensor (core 1)"): engines in hardware order, then DMA queues
+    by number."""
+    core = 0
+    if name.endswith(")") and " (core " in name:
+        name, _, tail = name.rpartition(" (core ")
+        core = int(tail[:-1])
     engines = ["Tensor", "Vector", "Scalar", "GpSimd", "Sync"]
     if name in engines:
-        return (0, engines.index(name))
-    return (1, int(name.rsplit("q", 1)[1])) if name.startswith("DMA q") else (2, 0)
+        return (core, 0, engines.index(name))
+    return (core, 1, int(name.rsplit("q", 1)[1])) if name.startswith("DMA q") else (core, 2, 0)
 
 
 # ---------------------------------------------------------------- text

@@ -92,7 +92,10 @@ void build_fused_elementwise(KernelBuilder& kb, const Node& node, const std::vec
     DmaQueues queues(kb.chip());
     EngineBalancer engines(kb.chip());
 
-    for (const TileBox& t : tiles) {
+    SpmdSplit spmd(kb, tiles.size());   // the tiles are independent: dealt out to the physical cores
+    for (size_t i = 0; i < tiles.size(); ++i) {
+        const TileBox& t = tiles[i];
+        spmd.enter(i);
         std::vector<AccessPattern> in_views(nin);
         for (int k = 0; k < nin; ++k) {
             const Tile& tile = in_rings[k].next();

@@ -7,6 +7,7 @@
 // fields (banks dividing the PSUM partition, lnc dividing the core count, ...)
 // are checked once the layers are merged.
 #include "trnsim/chip.h"
+#include "trnsim/isa.h"
 
 #include <yaml-cpp/yaml.h>
 
@@ -130,6 +131,7 @@ const std::vector<Field>& field_table() {
         TRNSIM_FIELD("link.neuronlink_gbps", NonNegativeReal, c.link.neuronlink_gbps);
         TRNSIM_FIELD("link.topology", Text, c.link.topology);
         TRNSIM_FIELD("sem_latency_ns", NonNegativeReal, c.sem_latency_ns);
+        TRNSIM_FIELD("remote_sem_latency_ns", NonNegativeReal, c.remote_sem_latency_ns);
         TRNSIM_FIELD("launch_overhead_ns", NonNegativeReal, c.launch_overhead_ns);
 #undef TRNSIM_FIELD
         return f;
@@ -319,6 +321,13 @@ void check_relations(const ChipConfig& c, const std::string& origin) {
         expected(origin, "generation", "2, 3 or 4 (NeuronCore-v2 trn1, v3 trn2, v4 trn3)", num(c.generation));
     if (c.physical_cores % c.lnc != 0)
         expected(origin, "lnc", "a divisor of physical_cores (" + num(c.physical_cores) + ")", num(c.lnc));
+    if (c.dma.queues > kMaxDmaQueues)
+        expected(origin, "dma.queues", "at most " + num(kMaxDmaQueues) + " queues per physical core", num(c.dma.queues));
+    if (c.lnc > kMaxPhysicalCores)
+        expected(origin, "lnc", "1 or 2 (Neuron groups at most two physical cores into a logical core)", num(c.lnc));
+    if (c.lnc > 1 && c.generation < 3)
+        expected(origin, "lnc", "1 on NeuronCore-v" + num(c.generation) +
+                 " (logical cores of two physical cores exist from NeuronCore-v3, trn2)", num(c.lnc));
     check_partitions(origin, "sbuf.partitions", c.sbuf.partitions);
     check_partitions(origin, "psum.partitions", c.psum.partitions);
     if (c.tensor.rows > c.sbuf.partitions)
@@ -462,7 +471,17 @@ std::string chip_config_dir() {
 
 ChipConfig load_chip(const std::string& name_or_path) {
     std::vector<std::string> chain;
-    return load_file(resolve(name_or_path, {}, ""), "", chain);
+    ChipConfig cfg = load_file(resolve(name_or_path, {}, ""), "", chain);
+    // TRNSIM_LNC plays the part of Neuron's NEURON_LOGICAL_NC_CONFIG: physical cores per device.
+    if (const char* lnc = std::getenv("TRNSIM_LNC"); lnc && *lnc) {
+        const std::string text = lnc;
+        if (text != "1" && text != "2")
+            throw ConfigError("TRNSIM_LNC=" + text + ": expected 1 or 2 (physical NeuronCores per logical core)");
+        cfg.lnc = static_cast<uint32_t>(std::stoul(text));
+        cfg.sources["lnc"] = "set by TRNSIM_LNC=" + text;
+        check_relations(cfg, "TRNSIM_LNC=" + text + " on " + cfg.source_file);
+    }
+    return cfg;
 }
 
 ChipConfig parse_chip_yaml(const std::string& yaml_text, const std::string& origin) {

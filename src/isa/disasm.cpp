@@ -33,11 +33,13 @@ std::string ap_text(const AccessPattern& ap) {
     return format_ap(ap);
 }
 
+// The queue, prefixed by its physical core ("c1.") beyond the first.
 std::string engine_text(const Instruction& ins) {
-    if (ins.engine == Engine::DMA) return "dma" + std::to_string(ins.dma_queue);
+    const std::string core = ins.core ? "c" + std::to_string(ins.core) + "." : "";
+    if (ins.engine == Engine::DMA) return core + "dma" + std::to_string(ins.dma_queue);
     if (static_cast<unsigned>(ins.engine) > static_cast<unsigned>(Engine::DMA))
         return unknown("engine", unsigned(ins.engine));
-    return engine_name(ins.engine);
+    return core + engine_name(ins.engine);
 }
 
 // Semaphores below kMaxQueues count a queue's completed instructions ("q"),
@@ -105,6 +107,7 @@ void write_fields(std::ostringstream& os, const Instruction& ins) {
             return;
         case Opcode::select:
             if (!flag(F_S1_AP)) os << " else=" << num_text(ins.imm0);
+            if (ins.reduce != ReduceOp::none) os << " reduce=" << reduce_text(ins.reduce);
             return;
         case Opcode::nc_match_replace8: os << " replace=" << num_text(ins.imm0); return;
         case Opcode::int_alu:

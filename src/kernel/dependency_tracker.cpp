@@ -5,7 +5,7 @@
 
 namespace trnsim {
 
-DependencyTracker::DependencyTracker(const ChipConfig& chip) {
+DependencyTracker::DependencyTracker(const ChipConfig& chip) : num_queues_(chip.lnc * kQueuesPerCore) {
     // HBM records stay in one bin (they are few after folding, see add_access); on-chip ones are
     // binned by 1 KiB of SBUF and 512 B of PSUM.
     accesses_[static_cast<size_t>(MemSpace::HBM)].reset(1, 63);
@@ -17,7 +17,7 @@ DependencyTracker::DependencyTracker(const ChipConfig& chip) {
 void DependencyTracker::reset() {
     queue_count_.assign(kMaxQueues, 0);
     fence_.assign(kMaxQueues, 0);
-    fence_pending_ = 0;
+    fence_pending_.reset();
     for (auto& live : accesses_) live.clear();
 }
 
@@ -30,7 +30,7 @@ uint32_t DependencyTracker::commit(const Instruction& ins) {
 
 void DependencyTracker::barrier() {
     for (uint32_t k = 0; k < kMaxQueues; ++k) fence_[k] = queue_count_[k];
-    fence_pending_ = ~0ull;
+    fence_pending_.set();
 }
 
 namespace {
@@ -78,7 +78,8 @@ void set_period(Footprint& f, const AccessPattern& ap) {
     if (f.period) f.phase = f.b0 % f.period;
 }
 
-Footprint footprint(const AccessPattern& ap) {
+// HBM is shared by the physical cores of a logical core; SBUF and PSUM belong to one of them.
+Footprint footprint(const AccessPattern& ap, uint32_t core) {
     Footprint f;
     f.space = ap.space;
     f.arg = ap.space == MemSpace::HBM ? ap.arg : 0;
@@ -86,8 +87,9 @@ Footprint footprint(const AccessPattern& ap) {
         f.p0 = 0;
         f.p1 = 1;
     } else {
-        f.p0 = ap.start_partition;
-        f.p1 = ap.start_partition + ap.partitions;
+        const uint32_t base = core * DependencyTracker::kCorePartitionStride;
+        f.p0 = base + ap.start_partition;
+        f.p1 = base + ap.start_partition + ap.partitions;
     }
     const AccessPattern::ByteExtent extent = ap.byte_extent();
     f.b0 = static_cast<uint64_t>(extent.lo);
@@ -132,8 +134,8 @@ void operands(const Instruction& ins, std::vector<Footprint>& reads, std::vector
     reads.clear();
     writes.clear();
     for_each_operand(ins, [&](const OperandInfo& d, const AccessPattern& ap) {
-        if (operand_writes(ins, d)) writes.push_back(footprint(ap));
-        if (operand_reads(ins, d)) reads.push_back(footprint(ap));
+        if (operand_writes(ins, d)) writes.push_back(footprint(ap, ins.core));
+        if (operand_reads(ins, d)) reads.push_back(footprint(ap, ins.core));
     });
 }
 
@@ -144,10 +146,10 @@ void DependencyTracker::add_dependencies(Instruction& ins, Program& prog) {
     std::array<int64_t, kMaxQueues> need;   // highest seq needed per queue, -1 none
     need.fill(-1);
     // Barrier fences: the first instruction of each queue after a barrier waits for everything before it.
-    if (fence_pending_ & (1ull << q)) {
-        for (uint32_t k = 0; k < kMaxQueues; ++k)
+    if (fence_pending_.test(q)) {
+        for (uint32_t k = 0; k < num_queues_; ++k)
             if (k != q && fence_[k] > 0) need[k] = std::max<int64_t>(need[k], fence_[k] - 1);
-        fence_pending_ &= ~(1ull << q);
+        fence_pending_.reset(q);
     }
     static thread_local std::vector<Footprint> reads, writes;
     operands(ins, reads, writes);
@@ -174,7 +176,7 @@ void DependencyTracker::add_dependencies(Instruction& ins, Program& prog) {
     if (depends_on_prev) ins.flags |= F_DEPENDS_ON_PREV;
 
     std::vector<SemWait> waits;
-    for (uint32_t k = 0; k < kMaxQueues; ++k)
+    for (uint32_t k = 0; k < num_queues_; ++k)
         if (need[k] >= 0) waits.push_back(SemWait{static_cast<uint16_t>(k), static_cast<uint32_t>(need[k] + 1)});
     // Keep explicit waits the caller put on the instruction.
     for (int i = 0; i < ins.num_waits; ++i) waits.push_back(ins.waits[i]);
@@ -184,6 +186,7 @@ void DependencyTracker::add_dependencies(Instruction& ins, Program& prog) {
         b.op = Opcode::barrier;
         b.engine = ins.engine;
         b.dma_queue = ins.dma_queue;
+        b.core = ins.core;
         b.tag = ins.tag;
         for (int i = 0; i < kMaxWaits; ++i) b.waits[i] = waits[waits.size() - 1 - i];
         b.num_waits = kMaxWaits;

@@ -1,11 +1,12 @@
 // The kernel builder's dependency tracking (private to src/kernel).
 //
-// Every emitted instruction's footprint (memory space, partition range, byte range of each
-// operand, from the ISA's operand table) is compared with the live footprints of earlier
+// Every emitted instruction's footprint (memory space, physical core and partition range for
+// SBUF/PSUM, byte range of each operand, from the ISA's operand table) is compared with the live footprints of earlier
 // instructions; a read-after-write, write-after-read or write-after-write on another queue
 // becomes a SemWait on that queue's completion semaphore. Same-queue order is implicit.
 #pragma once
 #include <array>
+#include <bitset>
 #include <cstdint>
 #include <utility>
 #include <vector>
@@ -17,6 +18,8 @@ namespace trnsim {
 
 class DependencyTracker {
 public:
+    static constexpr uint32_t kCorePartitionStride = 1u << 16;
+
     explicit DependencyTracker(const ChipConfig& chip);
 
     // Two different HBM launch arguments never overlap unless aliasing is allowed.
@@ -37,7 +40,9 @@ public:
     struct Access {
         MemSpace space;
         uint8_t arg;              // HBM launch argument, 0 = absolute
-        uint32_t p0, p1;          // partition range [p0, p1) (0..1 for HBM)
+        // Partition range [p0, p1) (0..1 for HBM); on-chip ranges are offset by the physical core
+        // (core x kCorePartitionStride), so that the SBUF/PSUM of different cores never meet.
+        uint32_t p0, p1;
         uint64_t b0, b1;          // byte range [b0, b1) within a partition / of HBM
         bool is_write;
         uint32_t queue, seq;      // seq = index of the instruction within its queue
@@ -84,7 +89,8 @@ private:
     // only meet records of its own memory.
     std::array<LiveAccesses, 3> accesses_;
     std::vector<uint32_t> fence_;            // queue_count_ at the last barrier()
-    uint64_t fence_pending_ = 0;             // queues that have not yet waited on the last barrier
+    std::bitset<kMaxQueues> fence_pending_;  // queues that have not yet waited on the last barrier
+    uint32_t num_queues_;                    // queues of the chip's logical core (lnc physical cores)
 };
 
 }  // namespace trnsim

@@ -113,7 +113,13 @@ void run_elementwise(KernelBuilder& kb, const std::string& op, const TensorDesc&
     std::vector<AccessPattern> loaded(nin);
     std::vector<uint32_t> loaded_P(nin, 0);
     std::vector<AccessPattern> in_views(nin), tmp_views(ntmp);
-    for (const TileBox& t : tiles) {
+    SpmdSplit spmd(kb, tiles.size());
+    for (size_t i = 0; i < tiles.size(); ++i) {
+        const TileBox& t = tiles[i];
+        if (spmd.core_of(i) != kb.core()) {   // another core's SBUF holds none of the loaded pieces
+            spmd.enter(i);
+            std::fill(loaded_P.begin(), loaded_P.end(), 0u);
+        }
         k = 1;
         for (const TensorDesc* in : ins) {
             const OperandLoad l = operand_load(t, k);
@@ -127,7 +133,7 @@ void run_elementwise(KernelBuilder& kb, const std::string& op, const TensorDesc&
             in_views[k - 1] = expanded_view(ring.current(), t.P, l);
             ++k;
         }
-        for (int i = 0; i < ntmp; ++i) tmp_views[i] = tile_view(tmp_rings[i].next(), t.P, t.F);
+        for (int j = 0; j < ntmp; ++j) tmp_views[j] = tile_view(tmp_rings[j].next(), t.P, t.F);
         const AccessPattern out_view = tile_view(out_ring.next(), t.P, t.F);
         body(in_views, out_view, tmp_views);
         dma_tile(kb, queues, hbm_ap(t.box, 0, out), out_view, true);

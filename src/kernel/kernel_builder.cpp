@@ -56,7 +56,7 @@ AccessPattern Tile::cols(uint32_t begin, uint32_t count) const { return region(0
 // ------------------------------------------------------------------ builder
 KernelBuilder::KernelBuilder(const ChipConfig& chip, std::string name, uint64_t hbm_bytes)
     : chip_(chip),
-      hbm_bytes_(hbm_bytes ? hbm_bytes : chip.hbm_capacity_per_core()),
+      hbm_bytes_(hbm_bytes ? hbm_bytes : chip.hbm_capacity_per_logical_core()),
       deps_(std::make_unique<DependencyTracker>(chip_)),
       tiles_(std::make_unique<TileAllocator>(chip_)) {
     prog_.name = std::move(name);
@@ -79,6 +79,13 @@ Tile KernelBuilder::alloc_psum_banks(uint32_t partitions, uint32_t banks) {
 void KernelBuilder::release(const Tile& t) { tiles_->release(t); }
 uint64_t KernelBuilder::sbuf_bytes_in_use() const { return tiles_->sbuf_in_use(); }
 uint64_t KernelBuilder::sbuf_peak() const { return tiles_->sbuf_peak(); }
+
+void KernelBuilder::set_core(uint32_t core) {
+    if (core >= chip_.lnc)
+        throw IsaError("kernel '" + prog_.name + "': physical core " + std::to_string(core) + " of a logical core of " +
+                       std::to_string(chip_.lnc) + " (the chip's lnc)");
+    core_ = core;
+}
 void KernelBuilder::set_args_may_alias(bool may_alias) { deps_->set_args_may_alias(may_alias); }
 
 
@@ -91,6 +98,8 @@ uint32_t KernelBuilder::tag(const std::string& name) {
 
 uint32_t KernelBuilder::emit(Instruction ins) {
     ins.tag = ins.tag ? ins.tag : tag_;
+    ins.core = static_cast<uint8_t>(core_);
+    if (core_ + 1 > prog_.cores) prog_.cores = static_cast<uint8_t>(core_ + 1);
     deps_->add_dependencies(ins, prog_);
     validate(ins, chip_, hbm_bytes_);
     deps_->commit(ins);
@@ -110,6 +119,7 @@ Program KernelBuilder::finish() {
     prog_.name = p.name;
     prog_.tag_names.push_back(p.name);
     tag_ = 0;
+    core_ = 0;
     deps_->reset();
     return p;
 }

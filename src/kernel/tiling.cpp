@@ -396,5 +396,28 @@ std::vector<RowTile> plan_rows(const IterSpace& s, int nred, uint32_t fmax, bool
     return out;
 }
 
+SpmdSplit::SpmdSplit(KernelBuilder& kb, size_t items, std::function<void()> setup)
+    : kb_(kb), items_(items), start_core_(kb.core()),
+      cores_(kb.core() == 0 && items > 1 ? static_cast<uint32_t>(std::min<size_t>(kb.num_cores(), items)) : 1),
+      setup_(std::move(setup)) {
+    ready_[start_core_] = true;
+}
+
+SpmdSplit::~SpmdSplit() { kb_.set_core(start_core_); }
+
+uint32_t SpmdSplit::core_of(size_t item) const {
+    if (cores_ == 1) return start_core_;
+    return static_cast<uint32_t>(item * cores_ / items_);
+}
+
+void SpmdSplit::enter(size_t item) {
+    const uint32_t c = core_of(item);
+    if (c != kb_.core()) kb_.set_core(c);
+    if (!ready_[c]) {
+        ready_[c] = true;
+        if (setup_) setup_();
+    }
+}
+
 }  // namespace tiling
 }  // namespace trnsim

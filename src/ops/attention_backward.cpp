@@ -129,8 +129,13 @@ Backward::Backward(KernelBuilder& kb, const TensorDesc& dq, const TensorDesc& dk
 }
 
 void Backward::run() {
+    // Heads are independent: contiguous runs of them go to the physical cores of the logical core.
+    tiling::SpmdSplit spmd(kb, static_cast<size_t>(s.B * s.H));
     for (b = 0; b < s.B; ++b)
-        for (h = 0; h < s.H; ++h) head();
+        for (h = 0; h < s.H; ++h) {
+            spmd.enter(static_cast<size_t>(b * s.H + h));
+            head();
+        }
 }
 
 // The head's operands are loaded in the order the blocks use them, each a few blocks

@@ -112,11 +112,13 @@ void sdpa_forward(KernelBuilder& kb, const TensorDesc& out, const TensorDesc& ls
         uint32_t row, n;   // block n of the row
         uint32_t k0, nk;   // its keys
     };
+    // The heads [first, last) (flattened b x H + h) as one stream of blocks, on the builder's core.
+    auto run_heads = [&](int64_t first, int64_t last) {
     std::vector<Row> rows;
     std::vector<Block> blocks;
-    for (int64_t b = 0; b < s.B; ++b)
-        for (int64_t h = 0; h < s.H; ++h)
+    for (int64_t bh = first; bh < last; ++bh)
             for (uint32_t q0 = 0; q0 < Sq; q0 += kRows) {
+                const int64_t b = bh / s.H, h = bh % s.H;
                 const uint32_t nq = std::min(kRows, Sq - q0);
                 const uint32_t k_end = causal ? std::min(Skv, q0 + nq) : Skv;
                 // Full blocks while every key is visible to every row of the tile; a causal row's
@@ -305,11 +307,11 @@ void sdpa_forward(KernelBuilder& kb, const TensorDesc& out, const TensorDesc& ls
         // The head's K and V buffer is free: the head after next loads into it, while the next
         // one computes.
         const int64_t head = row.b * s.H + row.h;
-        if (row.q0 + nq == Sq && head + 2 < s.B * s.H) load_head((head + 2) / s.H, (head + 2) % s.H);
+        if (row.q0 + nq == Sq && head + 2 < last) load_head((head + 2) / s.H, (head + 2) % s.H);
     };
 
-    load_head(0, 0);
-    if (s.B * s.H > 1) load_head(s.H > 1 ? 0 : 1, s.H > 1 ? 1 : 0);
+    load_head(first / s.H, first % s.H);
+    if (first + 1 < last) load_head((first + 1) / s.H, (first + 1) % s.H);
     // Head h+2 is loaded after head h's last C stage, and its first S stage must come after
     // that: the stream is cut (the pipeline drains) before a head whose predecessor has fewer
     // than kLookahead + 2 blocks.
@@ -318,7 +320,7 @@ void sdpa_forward(KernelBuilder& kb, const TensorDesc& out, const TensorDesc& ls
     for (const Block& blk : blocks) ++head_blocks[static_cast<size_t>(rows[blk.row].b * s.H + rows[blk.row].h)];
     auto cut_before = [&](size_t g) {
         const int64_t head = head_of(g);
-        return blocks[g].n == 0 && rows[blocks[g].row].q0 == 0 && head >= 2 &&
+        return blocks[g].n == 0 && rows[blocks[g].row].q0 == 0 && head >= first + 2 &&
                head_blocks[head - 1] < kLookahead + 2;
     };
     const size_t nb = blocks.size();
@@ -341,6 +343,16 @@ void sdpa_forward(KernelBuilder& kb, const TensorDesc& out, const TensorDesc& ls
             if (g + kLookahead < g1) stage_m(g + kLookahead);
         }
         g0 = g1;
+    }
+    };
+    // Heads are independent: contiguous runs of them go to the physical cores of the logical core.
+    const int64_t heads = s.B * s.H;
+    tiling::SpmdSplit spmd(kb, static_cast<size_t>(heads));
+    for (uint32_t c = 0; c < spmd.cores(); ++c) {
+        const int64_t first = static_cast<int64_t>(spmd.begin(c)), last = static_cast<int64_t>(spmd.begin(c + 1));
+        if (first == last) continue;
+        spmd.enter(static_cast<size_t>(first));
+        run_heads(first, last);
     }
 }
 

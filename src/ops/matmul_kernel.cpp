@@ -1,4 +1,5 @@
-// Blocked, double-buffered matmul on one NeuronCore (see kernels.h).
+// Blocked, double-buffered matmul on one physical NeuronCore (see ops/matmul_kernel.h; the split
+// between the physical cores of a logical core is in matmul_spmd.cpp).
 //
 // Loop nest (per problem of the batch, per block of MB x NB outputs and KB contraction):
 //   load B[k-block, n-block] and A^T[k-block, m-block] panels into SBUF in the order
@@ -173,7 +174,7 @@ AccessPattern tile_runs(const Tile& t, uint32_t p, uint32_t first_run, uint32_t 
 
 }  // namespace
 
-void build_matmul(KernelBuilder& kb, const MatmulArgs& args) {
+void build_matmul_on_core(KernelBuilder& kb, const MatmulArgs& args) {
     MatmulArgs a = args;
     const MatmulColumnSums& col_sums = a.a_column_sums;
     if (col_sums.present) {

@@ -189,12 +189,16 @@ struct PipelineStage {
     size_t lead;
     std::function<void(size_t)> run;
 };
-inline void run_pipeline(size_t n, const std::vector<PipelineStage>& stages) {
+// 'spmd', when given, deals the items out to the physical cores (each stage runs on its item's).
+inline void run_pipeline(size_t n, const std::vector<PipelineStage>& stages, tiling::SpmdSplit* spmd = nullptr) {
     size_t max_lead = 0;
     for (const PipelineStage& s : stages) max_lead = std::max(max_lead, s.lead);
     for (size_t k = 0; k < n + max_lead; ++k)
         for (const PipelineStage& s : stages)
-            if (k + s.lead >= max_lead && k + s.lead - max_lead < n) s.run(k + s.lead - max_lead);
+            if (k + s.lead >= max_lead && k + s.lead - max_lead < n) {
+                if (spmd) spmd->enter(k + s.lead - max_lead);
+                s.run(k + s.lead - max_lead);
+            }
 }
 
 // Nanoseconds per element of a pass of one engine over a row (the sim's estimate).

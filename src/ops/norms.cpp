@@ -58,6 +58,12 @@ bool norm_forward_rows(KernelBuilder& kb, bool rms, const std::vector<RowTile>& 
             : D * ns_per_elem(chip.vector, chip.vector.bf16_fast_mode && dtype_size(in.dtype) == 2 ? 0.5 : 1.0);
     const uint32_t vector_cols = vector_columns(chip, D, (weight ? 1 : 0) + (bias ? 1 : 0), vector_sum_ns, 0.0);
 
+    // Row tiles are independent: dealt out to the physical cores, each loading its own weight and
+    // bias rows.
+    tiling::SpmdSplit spmd(kb, tiles.size(), [&] {
+        if (weight) load_row_broadcast(kb, w_tile, *weight, queues, true);
+        if (bias) load_row_broadcast(kb, b_tile, *bias, queues, true);
+    });
     run_pipeline(tiles.size(), {
         {3, [&](size_t i) {
              dma_tile(kb, queues, tile_view(x[i], tiles[i].P, D), hbm_ap(tiles[i].chunks[0], 1, in), false, 0);
@@ -94,7 +100,7 @@ bool norm_forward_rows(KernelBuilder& kb, bool rms, const std::vector<RowTile>& 
              });
              dma_tile(kb, queues, hbm_ap(t.chunks[0], 0, out), tile_view(o[i], P, D), true, 0);
          }},
-    });
+    }, &spmd);
     stats.release(kb);
     if (affine) xhat.release(kb);
     o.release(kb);
@@ -137,7 +143,10 @@ void norm_forward_chunked(KernelBuilder& kb, const std::string& name, bool rms, 
     const Tile part = kb.alloc_sbuf(kPartitions, {1}, DType::f32);
     DmaQueues queues(kb.chip());
 
-    for (const RowTile& t : tiles) {
+    tiling::SpmdSplit spmd(kb, tiles.size());   // row tiles are independent
+    for (size_t i = 0; i < tiles.size(); ++i) {
+        const RowTile& t = tiles[i];
+        spmd.enter(i);
         const uint32_t P = t.P;
         const AccessPattern mv = tile_view(m, P, 1), nv = tile_view(neg_m, P, 1), rv = tile_view(r, P, 1),
                             pv = tile_view(part, P, 1);
@@ -234,7 +243,15 @@ void norm_forward(KernelBuilder& kb, const std::string& name, bool rms, const Te
     TileRing m_ring(kb, 2, {G}, DType::f32);
     TileRing r_ring(kb, 2, {G}, DType::f32);
 
-    for (const RowTile& t : tiles) {
+    // Row tiles are independent: dealt out to the physical cores, each loading its own weight and
+    // bias rows.
+    tiling::SpmdSplit spmd(kb, tiles.size(), [&] {
+        if (weight) load_row_broadcast(kb, w_tile, *weight, queues);
+        if (bias) load_row_broadcast(kb, b_tile, *bias, queues);
+    });
+    for (size_t i = 0; i < tiles.size(); ++i) {
+        const RowTile& t = tiles[i];
+        spmd.enter(i);
         const uint32_t P = t.P, Gt = t.G;
         const Tile& x = x_ring.next();
         dma_tile(kb, queues, tile_view(x, P, Gt * D), hbm_ap(t.chunks[0], 1, in), false);

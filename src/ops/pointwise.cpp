@@ -103,10 +103,24 @@ bool transpose_copy(KernelBuilder& kb, const TensorDesc& out, const TensorDesc& 
         }
     };
 
+    // The blocks are independent: dealt out to the physical cores of the logical core.
+    struct Block {
+        Box o;
+        int64_t a0, b0;
+    };
+    std::vector<Block> blocks;
     for_each_box(outer, s.offset, 1, 0, [&](const Box& o) {
-        for (int64_t a0 = 0; a0 < da.size; a0 += kBlock) {
+        for (int64_t a0 = 0; a0 < da.size; a0 += kBlock)
+            for (int64_t b0 = 0; b0 < db.size; b0 += kBlock) blocks.push_back({o, a0, b0});
+    });
+    SpmdSplit spmd(kb, blocks.size());
+    for (size_t i = 0; i < blocks.size(); ++i) {
+        spmd.enter(i);
+        const Box& o = blocks[i].o;
+        const int64_t a0 = blocks[i].a0, b0 = blocks[i].b0;
+        {
             const uint32_t ta = static_cast<uint32_t>(std::min<int64_t>(kBlock, da.size - a0));
-            for (int64_t b0 = 0; b0 < db.size; b0 += kBlock) {
+            {
                 const uint32_t tb = static_cast<uint32_t>(std::min<int64_t>(kBlock, db.size - b0));
                 // x[p, k, j] = in[a = a0 + 128 k + p, b = b0 + j]
                 const Tile& x = x_ring.next();
@@ -127,7 +141,7 @@ bool transpose_copy(KernelBuilder& kb, const TensorDesc& out, const TensorDesc& 
                 store(y, o.offset[0] + a0 * da.stride[0] + b0 * db.stride[0], b0, ta, tb);
             }
         }
-    });
+    }
     for (auto it = psum.rbegin(); it != psum.rend(); ++it) kb.release(*it);
     y_ring.release(kb);
     x_ring.release(kb);

@@ -29,7 +29,10 @@ void softmax(KernelBuilder& kb, const TensorDesc& out, const TensorDesc& in, int
     const Tile part = kb.alloc_sbuf(kPartitions, {G}, DType::f32);
     DmaQueues queues(kb.chip());
 
-    for (const RowTile& t : tiles) {
+    tiling::SpmdSplit spmd(kb, tiles.size());   // row tiles are independent
+    for (size_t i = 0; i < tiles.size(); ++i) {
+        const RowTile& t = tiles[i];
+        spmd.enter(i);
         const uint32_t P = t.P, Gt = t.G;
         const AccessPattern mv = tile_view(m, P, Gt), sv = tile_view(s, P, Gt), pv = tile_view(part, P, Gt);
         auto load = [&](size_t c) -> const Tile& {
@@ -142,7 +145,10 @@ void softmax_backward(KernelBuilder& kb, const TensorDesc& grad_in, const Tensor
     const Tile part = kb.alloc_sbuf(kPartitions, {G}, DType::f32);
     DmaQueues queues(kb.chip());
 
-    for (const RowTile& t : tiles) {
+    tiling::SpmdSplit spmd(kb, tiles.size());   // row tiles are independent
+    for (size_t i = 0; i < tiles.size(); ++i) {
+        const RowTile& t = tiles[i];
+        spmd.enter(i);
         const uint32_t P = t.P, Gt = t.G;
         const AccessPattern sv = tile_view(s, P, Gt), pv = tile_view(part, P, Gt);
         const bool single = t.chunks.size() == 1;

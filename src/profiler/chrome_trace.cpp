@@ -161,7 +161,10 @@ void Profiler::write_chrome_trace(const std::string& path, const TraceOptions& o
 
         // Which queues executed something on this device.
         std::array<bool, kMaxQueues> used{};
-        for (int q = 0; q < 4; ++q) used[q] = true;   // the four compute engines always get a track
+        // The four compute engines of every physical core of the device always get a track, so a
+        // core a program leaves idle shows as idle.
+        for (uint32_t c = 0; c < std::min(chip.lnc, kMaxPhysicalCores); ++c)
+            for (uint32_t q = 0; q < 4; ++q) used[c * kQueuesPerCore + q] = true;
         for (const LaunchEvent& l : launches_)
             if (l.device == device)
                 for (uint32_t i = 0; i < l.num_records; ++i) used[records_[l.first_record + i].queue] = true;

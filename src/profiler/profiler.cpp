@@ -37,8 +37,11 @@ const char* scope_kind_name(ScopeKind k) {
 
 std::string queue_name(uint32_t q) {
     static const char* const kEngines[kNumEngineQueues] = {"Tensor", "Vector", "Scalar", "GpSimd", "Sync"};
-    if (q < kNumEngineQueues) return kEngines[q];
-    return "DMA q" + std::to_string(q - kNumEngineQueues);
+    const uint32_t local = queue_local(q), core = queue_core(q);
+    std::string name = local < kNumEngineQueues ? kEngines[local] : "DMA q" + std::to_string(local - kNumEngineQueues);
+    // Physical core 0 keeps the plain names; the other cores of a logical core say which they are.
+    if (core > 0) name += " (core " + std::to_string(core) + ")";
+    return name;
 }
 
 void Totals::add_launch(const LaunchEvent& launch, const InstrRecord* records) {

@@ -65,11 +65,12 @@ py::dict simulate(const CompiledGraph& cg, const std::string& chip_name, bool by
     RunStats st;
     std::map<std::string, std::map<std::string, double>> tags;   // by_tag: tag -> engine -> seconds
     auto queue_engine = [](uint32_t q) -> std::string {
-        return q < kNumEngineQueues ? engine_name(static_cast<Engine>(q)) : "DMA";
+        const uint32_t local = queue_local(q);
+        return local < kNumEngineQueues ? engine_name(static_cast<Engine>(local)) : "DMA";
     };
     {
         py::gil_scoped_release release;
-        NeuronCore core(chip, ExecMode::TimingOnly);
+        NeuronCore core(chip, ExecMode::TimingOnly, 0, chip.lnc);   // one device: a logical core
         std::vector<uint64_t> addrs;
         uint64_t next = 1 << 20;
         for (const auto& slot : cg.memory.slots) {
@@ -121,8 +122,12 @@ py::dict simulate(const CompiledGraph& cg, const std::string& chip_name, bool by
     out["matmul_flops"] = static_cast<double>(st.matmul_flops);
     out["hbm_bytes"] = static_cast<double>(st.hbm_bytes);
     out["instructions"] = static_cast<double>(st.instructions);
-    out["peak_flops_bf16"] = chip.peak_flops_bf16();
+    out["peak_flops_bf16"] = chip.peak_flops_bf16() * chip.lnc;   // of the device (logical core)
+    out["physical_cores"] = chip.lnc;
     out["tensor_busy_seconds"] = static_cast<double>(st.busy_ps[static_cast<int>(Engine::Tensor)]) * 1e-12;
+    for (uint32_t c = 0; c < chip.lnc; ++c)
+        out[("tensor_busy_seconds_core" + std::to_string(c)).c_str()] =
+            static_cast<double>(st.busy_ps[c * kQueuesPerCore + static_cast<int>(Engine::Tensor)]) * 1e-12;
     std::map<std::string, double> busy;
     for (uint32_t q = 0; q < kMaxQueues; ++q) busy[queue_engine(q)] += static_cast<double>(st.busy_ps[q]) * 1e-12;
     out["busy"] = busy;

@@ -20,10 +20,12 @@ int64_t host_transfer_ps(uint64_t bytes) {
 }
 }  // namespace
 
-// A framework device is one logical NeuronCore: it owns the HBM share of all the physical
-// cores it groups (lnc of them). Its programs run on one physical core's engines.
+// A framework device is one logical NeuronCore: the lnc physical cores it groups, with their
+// engines, SBUF and PSUM each, and their share of the chip's HBM and its bandwidth. Its programs
+// are SPMD over those cores (a kernel that does not split runs on core 0).
 Device::Device(const ChipConfig& chip, int index, ExecMode mode)
-    : index_(index), core_(chip, mode, chip.hbm_capacity_per_logical_core()), alloc_(core_.memory().hbm_size()) {}
+    : index_(index), core_(chip, mode, chip.hbm_capacity_per_logical_core(), chip.lnc),
+      alloc_(core_.memory().hbm_size()) {}
 
 uint64_t Device::device_addr(const void* host_ptr) const {
     auto* base = const_cast<NeuronCore&>(core_).memory().hbm_base();

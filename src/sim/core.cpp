@@ -18,11 +18,11 @@ void RunStats::add(const RunStats& o) {
     for (size_t q = 0; q < busy_ps.size(); ++q) busy_ps[q] += o.busy_ps[q];
 }
 
-NeuronCore::NeuronCore(const ChipConfig& chip, ExecMode mode, uint64_t hbm_bytes)
-    : chip_(chip), mode_(mode) {
-    uint64_t size = hbm_bytes ? hbm_bytes : chip_.hbm_capacity_per_core();
-    mem_ = std::make_unique<CoreMemory>(chip_, size, mode == ExecMode::Functional);
-    timing_ = std::make_unique<TimingModel>(chip_);
+NeuronCore::NeuronCore(const ChipConfig& chip, ExecMode mode, uint64_t hbm_bytes, uint32_t physical_cores)
+    : chip_(chip), mode_(mode), physical_cores_(physical_cores ? physical_cores : chip.lnc) {
+    uint64_t size = hbm_bytes ? hbm_bytes : chip_.hbm_capacity_per_core() * physical_cores_;
+    mem_ = std::make_unique<CoreMemory>(chip_, size, mode == ExecMode::Functional, physical_cores_);
+    timing_ = std::make_unique<TimingModel>(chip_, physical_cores_);
     moving_cache_ = std::make_unique<MovingOperandCache>();
 }
 
@@ -40,7 +40,8 @@ static bool same_ap(const AccessPattern& a, const AccessPattern& b) {
 
 // 'next' accumulates onto the PSUM tile 'first' writes, right after it.
 static bool continues_matmul_chain(const Instruction& first, const Instruction& next) {
-    return next.op == Opcode::nc_matmul && (next.flags & F_ACCUMULATE) && same_ap(next.dst, first.dst) &&
+    return next.op == Opcode::nc_matmul && next.core == first.core && (next.flags & F_ACCUMULATE) &&
+           same_ap(next.dst, first.dst) &&
            next.src0.free_elems() == first.src0.free_elems() && next.src1.free_elems() == first.src1.free_elems();
 }
 
@@ -70,7 +71,7 @@ static bool conflicts(const Instruction& mid, const std::vector<Instruction>& in
 }
 
 static bool same_moving(const std::vector<Instruction>& instrs, size_t a0, size_t a1, size_t b0, size_t b1) {
-    if (a1 - a0 != b1 - b0) return false;
+    if (a1 - a0 != b1 - b0 || instrs[a0].core != instrs[b0].core) return false;
     if ((instrs[a0].flags & F_ACCUMULATE) != (instrs[b0].flags & F_ACCUMULATE)) return false;
     if (instrs[a0].src0.free_elems() != instrs[b0].src0.free_elems()) return false;
     for (size_t i = 0; i < a1 - a0; ++i)
@@ -129,9 +130,9 @@ void check_interrupt(uint64_t epoch, const Program& prog, size_t index) {
 
 }  // namespace
 
-// Functional pass: every instruction's semantics in program order, except that matmul
-// chains sweeping the same moving operands run together when nothing between them touches
-// their operands or PSUM tiles.
+// Functional pass: every instruction's semantics in program order, on the SBUF and PSUM of its
+// physical core, except that matmul chains of one core sweeping the same moving operands run
+// together when nothing between them touches their operands or PSUM tiles.
 void NeuronCore::execute_functional(const Program& prog) {
     const uint64_t epoch = tls_run_epoch;
     constexpr size_t kMaxMatmulBatch = 8;
@@ -153,6 +154,12 @@ void NeuronCore::execute_functional(const Program& prog) {
         }
         const Instruction& ins = in[index];
         size_t end = index + 1;
+        if (ins.core != mem_->selected_core()) {
+            // The cached operand copies describe the other core's SBUF.
+            mem_->select_core(ins.core);
+            moving_cache_->valid = false;
+            for (MovingOperandCache& e : moving_cache_->stationaries) e.valid = false;
+        }
         if (ins.op == Opcode::nc_matmul) {
             while (end < in.size() && continues_matmul_chain(ins, in[end])) ++end;
             std::vector<MatmulChainRef> batch{{&ins, end - index}};
@@ -204,7 +211,16 @@ RunStats NeuronCore::run(const Program& program, std::vector<InstrRecord>* recor
     }
     const Program& prog = *bound;
     if (!memo && !prog.prevalidated)
-        for (const Instruction& ins : program.instrs) validate(ins, chip_, mem_->hbm_size());
+        for (const Instruction& ins : program.instrs) {
+            validate(ins, chip_, mem_->hbm_size());
+            if (ins.core >= physical_cores_)
+                throw IsaError(std::string(opcode_info(ins.op).name) + ": runs on physical core " +
+                               std::to_string(ins.core) + " of a logical core of " + std::to_string(physical_cores_));
+        }
+    if (program.cores > physical_cores_)
+        throw IsaError("program '" + program.name + "' is built for " + std::to_string(program.cores) +
+                       " physical cores (LNC=" + std::to_string(program.cores) + "); this NeuronCore has " +
+                       std::to_string(physical_cores_));
     const uint64_t epoch = interrupt_epoch().load(std::memory_order_relaxed);
     tls_run_epoch = epoch;
     if (functional) execute_functional(prog);

@@ -238,8 +238,11 @@ void allocate_on_chip(std::vector<uint8_t>& mem, size_t bytes) {
 
 }  // namespace
 
-CoreMemory::CoreMemory(const ChipConfig& chip, uint64_t hbm_bytes, bool backed)
-    : chip_(chip), hbm_size_(hbm_bytes), backed_(backed) {
+CoreMemory::CoreMemory(const ChipConfig& chip, uint64_t hbm_bytes, bool backed, uint32_t physical_cores)
+    : chip_(chip), hbm_size_(hbm_bytes), backed_(backed), sbuf_(physical_cores), psum_(physical_cores) {
+    if (physical_cores < 1 || physical_cores > kMaxPhysicalCores)
+        throw std::invalid_argument("CoreMemory: " + std::to_string(physical_cores) + " physical cores (1 to " +
+                                    std::to_string(kMaxPhysicalCores) + " per logical core)");
     if (hbm_bytes > 0) {
         int prot = backed ? PROT_READ | PROT_WRITE : PROT_NONE;
         void* p = mmap(nullptr, hbm_bytes, prot, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -253,8 +256,17 @@ CoreMemory::CoreMemory(const ChipConfig& chip, uint64_t hbm_bytes, bool backed)
         if (backed) madvise(p, hbm_bytes, MADV_HUGEPAGE);
 #endif
     }
-    allocate_on_chip(sbuf_, static_cast<size_t>(chip.sbuf.partitions) * sbuf_pitch(chip));
-    allocate_on_chip(psum_, static_cast<size_t>(chip.psum.partitions) * chip.psum.bytes_per_partition);
+    for (uint32_t c = 0; c < physical_cores; ++c) {
+        allocate_on_chip(sbuf_[c], static_cast<size_t>(chip.sbuf.partitions) * sbuf_pitch(chip));
+        allocate_on_chip(psum_[c], static_cast<size_t>(chip.psum.partitions) * chip.psum.bytes_per_partition);
+    }
+}
+
+void CoreMemory::select_core(uint32_t core) {
+    if (core >= sbuf_.size())
+        throw std::out_of_range("physical core " + std::to_string(core) + " of a logical core of " +
+                                std::to_string(sbuf_.size()));
+    core_ = core;
 }
 
 CoreMemory::~CoreMemory() {
@@ -274,7 +286,7 @@ uint8_t* CoreMemory::sbuf(uint32_t partition, uint64_t offset) {
         throw std::out_of_range("sbuf address (partition " + std::to_string(partition) + ", byte " +
                                 std::to_string(offset) + ") out of range (" + std::to_string(chip_.sbuf.partitions) +
                                 " partitions of " + std::to_string(chip_.sbuf.bytes_per_partition) + " bytes)");
-    return sbuf_.data() + partition * sbuf_pitch(chip_) + offset;
+    return sbuf_[core_].data() + partition * sbuf_pitch(chip_) + offset;
 }
 
 uint8_t* CoreMemory::psum(uint32_t partition, uint64_t offset) {
@@ -282,7 +294,7 @@ uint8_t* CoreMemory::psum(uint32_t partition, uint64_t offset) {
         throw std::out_of_range("psum address (partition " + std::to_string(partition) + ", byte " +
                                 std::to_string(offset) + ") out of range (" + std::to_string(chip_.psum.partitions) +
                                 " partitions of " + std::to_string(chip_.psum.bytes_per_partition) + " bytes)");
-    return psum_.data() + partition * chip_.psum.bytes_per_partition + offset;
+    return psum_[core_].data() + partition * chip_.psum.bytes_per_partition + offset;
 }
 
 uint8_t* CoreMemory::element(const AccessPattern& ap, uint32_t p, uint64_t free_index) {

@@ -90,8 +90,9 @@ void HbmBandwidth::prune_before(int64_t t) {
     used_.erase(used_.begin(), it);
 }
 
-TimingModel::TimingModel(const ChipConfig& chip)
-    : chip_(chip), hbm_(chip.hbm_bytes_per_ns_per_core() / 1000.0),
+TimingModel::TimingModel(const ChipConfig& chip, uint32_t physical_cores)
+    : chip_(chip), physical_cores_(physical_cores),
+      hbm_(chip.hbm_bytes_per_ns_per_core() * physical_cores / 1000.0),
       tracks_accumulation_reads_(chip.vector.accumulation_read_cycles > 0 || chip.scalar.accumulation_read_cycles > 0 ||
                                  chip.gpsimd.accumulation_read_cycles > 0) {}
 
@@ -100,24 +101,26 @@ void TimingModel::begin_program(int64_t start_ps) {
     queue_free_.fill(program_start_);
     for (auto& d : done_) d.clear();
     user_signals_.clear();
-    last_stationary_key_ = ~0ull;
-    last_te_was_matmul_ = false;
-    psum_unread_accumulations_ = 0;
     hbm_.prune_before(program_start_);
-    // Every program starts on an idle core: the TensorE begins at its start limit.
-    te_limit_ = chip_.tensor.throttle_start_limit;
-    te_last_end_ = program_start_;
-    for (auto* uses : {sbuf_use_, psum_use_})
-        for (int e = 0; e < 2; ++e) uses[e].clear();
+    for (EngineState& core : cores_) {
+        core.last_stationary_key = ~0ull;
+        core.last_te_was_matmul = false;
+        core.psum_unread_accumulations = 0;
+        // Every program starts on an idle core: the TensorE begins at its start limit.
+        core.te_limit = chip_.tensor.throttle_start_limit;
+        core.te_last_end = program_start_;
+        for (auto* uses : {core.sbuf_use, core.psum_use})
+            for (int e = 0; e < 2; ++e) uses[e].clear();
+    }
 }
 
-int64_t TimingModel::throttled_duration(int64_t start, int64_t nominal_ps) {
+int64_t TimingModel::throttled_duration(EngineState& core, int64_t start, int64_t nominal_ps) {
     const TensorEngineConfig& te = chip_.tensor;
     const double floor = te.throttle_start_limit;
     if (floor >= 1.0 || nominal_ps <= 0) return nominal_ps;
     // Idle since the last instruction: the limit falls linearly back towards the start limit.
-    const double idle = static_cast<double>(start - te_last_end_);
-    double limit = te_limit_;
+    const double idle = static_cast<double>(start - core.te_last_end);
+    double limit = core.te_limit;
     if (idle > 0)
         limit = te.throttle_idle_ns > 0 ? limit - (1.0 - floor) * idle / (te.throttle_idle_ns * 1000.0) : floor;
     limit = std::max(floor, limit);
@@ -133,8 +136,8 @@ int64_t TimingModel::throttled_duration(int64_t start, int64_t nominal_ps) {
         limit = std::min(1.0, limit + slope * duration);
     }
     const int64_t d = std::max(nominal_ps, static_cast<int64_t>(std::llround(duration)));
-    te_limit_ = limit;
-    te_last_end_ = start + d;
+    core.te_limit = limit;
+    core.te_last_end = start + d;
     return d;
 }
 
@@ -169,14 +172,15 @@ int64_t TimingModel::sem_time(uint16_t sem, uint32_t value) const {
 // Accumulation results in PSUM: a matmul that accumulates marks its banks, a non-accumulating one
 // (a new group) clears them; any other access reads or overwrites them. Returns whether 'ins' is
 // the first to read a marked bank.
-bool TimingModel::note_psum_accesses(const Instruction& ins) {
+bool TimingModel::note_psum_accesses(EngineState& core, const Instruction& ins) {
+    uint32_t& unread = core.psum_unread_accumulations;
     if (is_matmul(ins) && ins.dst.space == MemSpace::PSUM) {
         const uint32_t banks = psum_banks_of(ins.dst, chip_.psum);
-        if (ins.flags & F_ACCUMULATE) psum_unread_accumulations_ |= banks;
-        else psum_unread_accumulations_ &= ~banks;
+        if (ins.flags & F_ACCUMULATE) unread |= banks;
+        else unread &= ~banks;
         return false;
     }
-    if (psum_unread_accumulations_ == 0) return false;
+    if (unread == 0) return false;
     uint32_t read = 0, touched = 0;
     for_each_operand(ins, [&](const OperandInfo& d, const AccessPattern& ap) {
         if (ap.space != MemSpace::PSUM) return;
@@ -184,17 +188,26 @@ bool TimingModel::note_psum_accesses(const Instruction& ins) {
         touched |= banks;
         if (operand_reads(ins, d)) read |= banks;
     });
-    const bool first_read = (read & psum_unread_accumulations_) != 0;
-    psum_unread_accumulations_ &= ~touched;
+    const bool first_read = (read & unread) != 0;
+    unread &= ~touched;
     return first_read;
 }
 
 TimingModel::Slot TimingModel::schedule(const Instruction& ins) {
     const uint32_t q = ins.queue();
     int64_t ready = queue_free_[q];
-    int64_t deps = program_start_;
-    for (int i = 0; i < ins.num_waits; ++i) deps = std::max(deps, sem_time(ins.waits[i].sem, ins.waits[i].value));
+    int64_t deps = program_start_, remote = program_start_;
+    for (int i = 0; i < ins.num_waits; ++i) {
+        const uint16_t sem = ins.waits[i].sem;
+        const int64_t t = sem_time(sem, ins.waits[i].value);
+        deps = std::max(deps, t);
+        // A completion semaphore of the other physical core arrives by a remote update.
+        if (sem < kMaxQueues && queue_core(sem) != ins.core) remote = std::max(remote, t);
+    }
     if (deps > program_start_ && ins.engine != Engine::DMA) deps += static_cast<int64_t>(chip_.sem_latency_ns * 1000.0);
+    if (remote > program_start_)
+        deps = std::max(deps, remote + static_cast<int64_t>(chip_.remote_sem_latency_ns * 1000.0));
+    EngineState& core = cores_[ins.core];
 
     Slot slot;
     if (ins.engine == Engine::DMA) {
@@ -211,9 +224,11 @@ TimingModel::Slot TimingModel::schedule(const Instruction& ins) {
             slot = {data_start, end};
             if (++dma_since_prune_ >= 256) {
                 dma_since_prune_ = 0;
+                // Every physical core's DMA queues book the same HBM: keep what any may still start in.
                 int64_t oldest = queue_free_[kNumEngineQueues];
-                for (uint32_t k = 0; k < chip_.dma.queues; ++k)
-                    oldest = std::min(oldest, queue_free_[kNumEngineQueues + k]);
+                for (uint32_t c = 0; c < physical_cores_; ++c)
+                    for (uint32_t k = 0; k < chip_.dma.queues; ++k)
+                        oldest = std::min(oldest, queue_free_[c * kQueuesPerCore + kNumEngineQueues + k]);
                 hbm_.prune_before(std::min(oldest, data_start));
             }
         }
@@ -222,13 +237,14 @@ TimingModel::Slot TimingModel::schedule(const Instruction& ins) {
         if (is_matmul(ins)) {
             uint64_t key = (static_cast<uint64_t>(ins.src0.space) << 62) ^ (ins.src0.offset << 8) ^
                            (static_cast<uint64_t>(ins.src0.start_partition) << 48) ^ ins.src0.size[0];
-            reloaded = key != last_stationary_key_ && (!last_te_was_matmul_ || !chip_.tensor.load_stationary_background);
-            last_stationary_key_ = key;
+            reloaded = key != core.last_stationary_key &&
+                       (!core.last_te_was_matmul || !chip_.tensor.load_stationary_background);
+            core.last_stationary_key = key;
         }
         // A barrier only carries semaphore waits that did not fit on the instruction after it:
         // the next stationary still loads in the background of the last matmul.
-        if (ins.engine == Engine::Tensor && !is_barrier(ins)) last_te_was_matmul_ = is_matmul(ins);
-        const bool reads_accumulation = tracks_accumulation_reads_ && note_psum_accesses(ins);
+        if (ins.engine == Engine::Tensor && !is_barrier(ins)) core.last_te_was_matmul = is_matmul(ins);
+        const bool reads_accumulation = tracks_accumulation_reads_ && note_psum_accesses(core, ins);
         const int64_t earliest = std::max(ready, deps);
         auto cost_at = [&](int64_t start) {
             const bool back_to_back = start == ready && !done_[q].empty();
@@ -247,17 +263,17 @@ TimingModel::Slot TimingModel::schedule(const Instruction& ins) {
         int64_t start = earliest, duration = cost_at(start);
         while (sbuf_port || psum_port) {
             int64_t t = start;
-            if (sbuf_port) t = first_free(sbuf_use_[1 - sbuf_side], t, duration, kAllBanks);
-            if (psum_port) t = first_free(psum_use_[1 - psum_side], t, duration, psum_banks);
+            if (sbuf_port) t = first_free(core.sbuf_use[1 - sbuf_side], t, duration, kAllBanks);
+            if (psum_port) t = first_free(core.psum_use[1 - psum_side], t, duration, psum_banks);
             if (t == start) break;
             start = t;
             duration = cost_at(start);
         }
-        if (sbuf_port) sbuf_use_[sbuf_side].push_back({start, start + duration, kAllBanks});
-        if (psum_port) psum_use_[psum_side].push_back({start, start + duration, psum_banks});
+        if (sbuf_port) core.sbuf_use[sbuf_side].push_back({start, start + duration, kAllBanks});
+        if (psum_port) core.psum_use[psum_side].push_back({start, start + duration, psum_banks});
         if (ins.engine == Engine::Tensor && !is_barrier(ins)) {
             const int64_t nominal = duration;
-            duration = throttled_duration(start, nominal);
+            duration = throttled_duration(core, start, nominal);
             slot.throttled_ps = duration - nominal;
         }
         slot.start_ps = start;

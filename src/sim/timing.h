@@ -1,13 +1,15 @@
-// Timing model of one NeuronCore (internal to the simulator).
+// Timing model of one (logical) NeuronCore (internal to the simulator).
 //
-// Instructions are scheduled in program order. Each queue (engine or DMA queue)
-// executes in order; an instruction starts when its queue is free and all its
-// semaphore waits are satisfied. Durations come from cost_model.cpp. DMA
-// transfers that touch HBM share the core's HBM bandwidth through a fluid
-// model (HbmBandwidth): earlier-issued transfers keep their rate, later ones
-// get what is left, each capped by its queue's own bandwidth. Engines that share
-// an SBUF/PSUM port (chip.ports) do not access it at the same time, and the
-// TensorE runs under a power-throttling utilization limit (chip.tensor.throttle_*).
+// Instructions are scheduled in program order. Each queue (engine or DMA queue of
+// each physical core) executes in order; an instruction starts when its queue is free
+// and all its semaphore waits are satisfied (a wait on the other physical core's queue
+// also pays chip.remote_sem_latency_ns). Durations come from cost_model.cpp. DMA
+// transfers that touch HBM share the logical core's HBM bandwidth (its physical cores'
+// share of the chip's) through a fluid model (HbmBandwidth): earlier-issued transfers
+// keep their rate, later ones get what is left, each capped by its queue's own bandwidth.
+// Engines of one physical core that share an SBUF/PSUM port (chip.ports) do not access it
+// at the same time, and each TensorE runs under a power-throttling utilization limit
+// (chip.tensor.throttle_*).
 #pragma once
 #include <array>
 #include <cstdint>
@@ -58,7 +60,7 @@ private:
 
 class TimingModel {
 public:
-    explicit TimingModel(const ChipConfig& chip);
+    TimingModel(const ChipConfig& chip, uint32_t physical_cores = 1);
 
     // Starts a program: every queue is idle at 'start_ps' and semaphores reset.
     void begin_program(int64_t start_ps);
@@ -74,13 +76,14 @@ public:
     }
 
 private:
+    struct EngineState;
     int64_t sem_time(uint16_t sem, uint32_t value) const;
     // Updates the PSUM accumulation marks for a compute instruction; true if it is the first to
     // read an accumulation result (StreamEngineConfig::accumulation_read_cycles).
-    bool note_psum_accesses(const Instruction& ins);
+    bool note_psum_accesses(EngineState& core, const Instruction& ins);
     // Stretches a TensorE instruction of nominal duration 'nominal_ps' starting at 'start' by the
     // utilization limit in force; updates the limit. Returns the throttled duration.
-    int64_t throttled_duration(int64_t start, int64_t nominal_ps);
+    int64_t throttled_duration(EngineState& core, int64_t start, int64_t nominal_ps);
 
     // Busy intervals of one engine on a shared SBUF/PSUM port (in time order: queues are in order).
     struct PortUse {
@@ -90,26 +93,32 @@ private:
     // Earliest start >= t at which [start, start + duration) meets no conflicting use in 'other'.
     static int64_t first_free(const std::vector<PortUse>& other, int64_t t, int64_t duration, uint32_t banks);
 
+    // What the engines of one physical core remember between instructions.
+    struct EngineState {
+        // LoadStationary tracking for the TensorE.
+        uint64_t last_stationary_key = ~0ull;
+        bool last_te_was_matmul = false;
+        // TensorE utilization limit at the end of its last instruction.
+        double te_limit = 1.0;
+        int64_t te_last_end = 0;
+        // PSUM banks (one bit each) whose last matmul accumulated onto earlier ones and that nothing
+        // has read or written since: their first reader pays accumulation_read_cycles.
+        uint32_t psum_unread_accumulations = 0;
+        // Port uses per engine: SBUF (VectorE, GpSimdE) and PSUM (VectorE, ScalarE).
+        std::vector<PortUse> sbuf_use[2], psum_use[2];
+    };
+
     const ChipConfig& chip_;
+    uint32_t physical_cores_;
     HbmBandwidth hbm_;
     int64_t program_start_ = 0, idle_ = 0;
     std::array<int64_t, kMaxQueues> queue_free_{};
     // Completion times per queue semaphore (monotonic per queue) and user semaphore signals.
     std::array<std::vector<int64_t>, kMaxQueues> done_;
     std::vector<std::vector<int64_t>> user_signals_;
-    // LoadStationary tracking for the TensorE.
-    uint64_t last_stationary_key_ = ~0ull;
-    bool last_te_was_matmul_ = false;
     uint64_t dma_since_prune_ = 0;
-    // TensorE utilization limit at the end of its last instruction.
-    double te_limit_ = 1.0;
-    int64_t te_last_end_ = 0;
-    // PSUM banks (one bit each) whose last matmul accumulated onto earlier ones and that nothing has
-    // read or written since: their first reader pays accumulation_read_cycles.
-    uint32_t psum_unread_accumulations_ = 0;
     bool tracks_accumulation_reads_;   // some engine has accumulation_read_cycles > 0
-    // Port uses per engine: SBUF (VectorE, GpSimdE) and PSUM (VectorE, ScalarE).
-    std::vector<PortUse> sbuf_use_[2], psum_use_[2];
+    std::array<EngineState, kMaxPhysicalCores> cores_;
 };
 
 }  // namespace trnsim

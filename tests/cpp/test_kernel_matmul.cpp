@@ -119,6 +119,7 @@ TEST(KernelMatmul, KBlockedWhenPanelsDoNotFitSbuf) {
 TEST(KernelMatmul, OverlapsLoadsWithComputeAndKeepsTensorEBusy) {
     ChipConfig chip = load_chip("trn2");
     chip.tensor.throttle_start_limit = 1.0;   // the matmul costs alone (throttling: test_throttling.cpp)
+    chip.lnc = 1;   // one physical core's kernel (the SPMD split: test_logical_core.cpp)
     NeuronCore core(chip, ExecMode::TimingOnly);
     KernelBuilder kb(chip, "matmul");
     MatmulArgs args = square_2048_args();

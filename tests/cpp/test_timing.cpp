@@ -11,7 +11,13 @@ using namespace trnsim;
 
 namespace {
 
-ChipConfig trn2() { return load_chip("trn2"); }
+// One physical core: the timing model of a core's own queues and its share of HBM bandwidth
+// (logical cores of two: test_logical_core.cpp).
+ChipConfig trn2() {
+    ChipConfig chip = load_chip("trn2");
+    chip.lnc = 1;
+    return chip;
+}
 // The TensorE cost formulas without power throttling (tested in test_throttling.cpp).
 ChipConfig trn2_unthrottled() {
     ChipConfig chip = trn2();

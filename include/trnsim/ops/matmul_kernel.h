@@ -85,6 +85,16 @@ struct MatmulArgs {
 // accumulator across K blocks when K does not fit), results are evacuated by
 // the Vector/Scalar engines and stored while the next tiles compute. A [M,K]
 // and B [N,K] operands are transposed on the TensorE.
+//
+// On a logical core of several physical cores (kb.num_cores() > 1, called on core 0) the
+// output is split SPMD between them: by problems of the batch, by rows of C or by columns of
+// C, whichever reads the fewest extra bytes (the operand not split is read by every core); a
+// problem too small to split runs on core 0 and the others stay idle. The hooks see global
+// (batch, row0, col0) coordinates and run on the core of their tile: tiles they use live at
+// the same SBUF address on every core. Values are those of the single-core kernel (each output
+// element is reduced in the same order).
 void build_matmul(KernelBuilder& kb, const MatmulArgs& args);
+// The same on the builder's current physical core only.
+void build_matmul_on_core(KernelBuilder& kb, const MatmulArgs& args);
 
 }  // namespace trnsim

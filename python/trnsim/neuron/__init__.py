@@ -112,6 +112,8 @@ class _DeviceProperties:
 
 def get_device_properties(device: Any = None) -> _DeviceProperties:
     index = _index(device)
+    if device_count() == 0:
+        _C._chip_name()   # raises the chip configuration's error (TRNSIM_CHIP, TRNSIM_LNC), naming the field
     if not 0 <= index < device_count():
         raise ValueError(f"invalid neuron device index {index}; there are {device_count()} devices")
     return _DeviceProperties(_C._device_properties(index))

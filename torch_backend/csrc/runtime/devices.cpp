@@ -87,9 +87,18 @@ const ChipConfig& chip() {
     return *r.chip;
 }
 
+// Chips the process sees: 1, or the chips of one instance (TRNSIM_INSTANCE, which the Python
+// package resolves from configs/topology into TRNSIM_INSTANCE_CHIPS and TRNSIM_CHIP).
+uint32_t visible_chips() {
+    const char* v = std::getenv("TRNSIM_INSTANCE_CHIPS");
+    if (!v || !*v) return 1;
+    const long n = std::strtol(v, nullptr, 10);
+    return n > 0 ? static_cast<uint32_t>(n) : 1;
+}
+
 c10::DeviceIndex device_count() noexcept {
     try {
-        uint32_t n = chip().logical_cores();
+        uint32_t n = chip().logical_cores() * visible_chips();
         return static_cast<c10::DeviceIndex>(n < kMaxDevices ? n : kMaxDevices);
     } catch (...) {
         return 0;
@@ -101,8 +110,10 @@ void check_index(c10::DeviceIndex index) {
     if (count == 0) (void)chip();   // rethrows the configuration error with its details
     TORCH_CHECK(count > 0, "trnsim: no neuron devices: the chip configuration could not be loaded (",
                 "TRNSIM_CHIP=", std::getenv("TRNSIM_CHIP") ? std::getenv("TRNSIM_CHIP") : "trn2", ")");
-    TORCH_CHECK(index >= 0 && index < count, "trnsim: invalid neuron device index ", int(index),
-                "; the ", chip().name, " chip has ", int(count), " devices");
+    TORCH_CHECK(index >= 0 && index < count, "trnsim: invalid neuron device index ", int(index), "; ",
+                visible_chips() > 1 ? std::to_string(visible_chips()) + " " + chip().name + " chips have "
+                                    : "the " + chip().name + " chip has ",
+                int(count), " devices (logical NeuronCores of ", chip().lnc, " physical cores)");
 }
 
 Device& device(c10::DeviceIndex index) {
