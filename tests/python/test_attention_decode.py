@@ -115,6 +115,14 @@ def test_paged_attention_matches_the_gathered_cache(dtype, tol):
     torch.testing.assert_close(out.float(), expected, atol=tol, rtol=tol)
 
 
+def test_paged_attention_has_a_shape_function_for_tracing():
+    q = torch.empty(2, 8, 64, device="meta", dtype=torch.bfloat16)
+    cache = torch.empty(10, 16, 2, 32, device="meta", dtype=torch.bfloat16)
+    tables = torch.empty(2, 5, device="meta", dtype=torch.int32)
+    out = torch.ops.trnsim.paged_attention_decode(q, cache, cache, tables, tables[:, 0], 0.1)
+    assert out.shape == (2, 8, 32) and out.dtype == torch.bfloat16 and out.device.type == "meta"
+
+
 def test_paged_attention_rejects_mismatched_heads():
     q = torch.randn(1, 3, 8, device="neuron")
     cache = torch.randn(4, 16, 2, 8, device="neuron")

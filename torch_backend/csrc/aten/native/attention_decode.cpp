@@ -96,6 +96,13 @@ at::Tensor paged_attention_decode(const at::Tensor& query, const at::Tensor& key
     return out;
 }
 
+// Shapes only (torch.compile traces the operator with fake tensors).
+at::Tensor paged_attention_decode_meta(const at::Tensor& query, const at::Tensor& /*key_cache*/,
+                                       const at::Tensor& value_cache, const at::Tensor& /*block_tables*/,
+                                       const at::Tensor& /*context_lens*/, double /*scale*/) {
+    return at::empty({query.size(0), query.size(1), value_cache.size(3)}, query.options());
+}
+
 }  // namespace
 
 TORCH_LIBRARY_FRAGMENT(trnsim, m) {
@@ -104,5 +111,6 @@ TORCH_LIBRARY_FRAGMENT(trnsim, m) {
 }
 
 TORCH_LIBRARY_IMPL(trnsim, PrivateUse1, m) { m.impl("paged_attention_decode", paged_attention_decode); }
+TORCH_LIBRARY_IMPL(trnsim, Meta, m) { m.impl("paged_attention_decode", paged_attention_decode_meta); }
 
 }  // namespace trnsim::neuron
