@@ -41,6 +41,9 @@ struct Window {
     uint32_t elems() const { return static_cast<uint32_t>(rows * cols); }
 };
 
+// DMAs of windows and output blocks from this size on are split over several queues.
+constexpr uint64_t kSplitBytes = 16 * 1024;
+
 inline Window window_of(const Geometry& g, const Block& b) {
     return {b.ho0 * g.stride[0] - g.pad_lo[0], (b.hc - 1) * g.stride[0] + (g.kh - 1) * g.dil[0] + 1,
             b.wo0 * g.stride[1] - g.pad_lo[1], (b.wc - 1) * g.stride[1] + (g.kw - 1) * g.dil[1] + 1};

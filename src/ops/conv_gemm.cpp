@@ -68,7 +68,8 @@ void load_window(KernelBuilder& kb, tiling::DmaQueues& q, const Tile& dst, const
     d.ndim = 2;
     d.size = {static_cast<uint32_t>(hhi - hlo + 1), static_cast<uint32_t>(whi - wlo + 1), 1, 1};
     d.stride = {g.up[0] * w.cols, g.up[1], 0, 0};
-    kb.dma_copy(d, channel_block(x, b.n, c0, rows, hlo, hhi - hlo + 1, wlo, whi - wlo + 1), q.load());
+    // Split over partition groups on several queues: a window is many short rows.
+    tiling::dma_tile(kb, q, d, channel_block(x, b.n, c0, rows, hlo, hhi - hlo + 1, wlo, whi - wlo + 1), false, kSplitBytes);
 }
 
 AccessPattern tap_view(const Tile& win, const Geometry& g, const Block& b, uint32_t rows, int64_t i, int64_t j) {
@@ -178,8 +179,8 @@ void implicit_gemm(KernelBuilder& kb, const std::string& op, const TensorDesc& o
                     const Engine e = (evac_next++ & 1) ? Engine::Scalar : Engine::Vector;
                     const AccessPattern bias_col = bias ? bias_t.region(0, rows, ct, 1) : AccessPattern{};
                     evacuate(kb, st, acc, bias ? &bias_col : nullptr, e);
-                    kb.dma_copy(channel_block(out, b.n, grp * Cog + co0 + ct * int64_t{kP}, rows, b.ho0, b.hc, b.wo0, b.wc),
-                                st, q.store());
+                    tiling::dma_tile(kb, q, channel_block(out, b.n, grp * Cog + co0 + ct * int64_t{kP}, rows, b.ho0, b.hc, b.wo0, b.wc),
+                                     st, true, kSplitBytes);
                 }
             }
         }

@@ -11,7 +11,7 @@ namespace trnsim::ops::conv_detail {
 namespace {
 
 constexpr uint32_t kP = tiling::kPartitions;
-constexpr size_t kAccumulators = 24;   // six PSUM banks; a seventh holds four transposes in flight
+constexpr size_t kAccumulators = 24;   // six PSUM banks; two more hold eight transposes in flight
 
 struct Acc {
     uint32_t cot;
@@ -47,8 +47,10 @@ void grad_weight_gemm(KernelBuilder& kb, const std::string& op, const TensorDesc
     std::array<std::vector<Tile>, 2> win;
     for (auto& set : win)
         for (uint32_t t = 0; t < ncit; ++t) set.push_back(kb.alloc_sbuf(kP, {static_cast<uint32_t>(max_window)}, dt));
-    tiling::TileRing x_t(kb, 4, {kP}, dt);
-    std::array<Tile, 4> tpsum;
+    // Every (tap, input-channel tile) operand of a chunk, transposed: [positions, pair x 128].
+    std::array<Tile, 2> x_t;
+    for (auto& t : x_t) t = kb.alloc_sbuf(kP, {static_cast<uint32_t>(std::min(kAccumulators, all.size())) * kP}, dt);
+    std::array<Tile, 8> tpsum;
     for (auto& t : tpsum) t = kb.alloc_psum(kP, kP);
     std::vector<Tile> acc(std::min(kAccumulators, all.size()));
     for (auto& t : acc) t = kb.alloc_psum(kP, kP);
@@ -74,22 +76,33 @@ void grad_weight_gemm(KernelBuilder& kb, const std::string& op, const TensorDesc
                 for (uint32_t cot = 0; cot < ncot; ++cot) {
                     const uint32_t rows = rows_of(Cog, cot * int64_t{kP});
                     const AccessPattern blk = g_blk[set].region(0, rows, cot * kP, np);
-                    kb.dma_copy(blk, channel_block(grad_out, b.n, grp * Cog + cot * int64_t{kP}, rows, b.ho0, b.hc, b.wo0, b.wc),
-                                q.load());
+                    tiling::dma_tile(kb, q, blk, channel_block(grad_out, b.n, grp * Cog + cot * int64_t{kP}, rows, b.ho0, b.hc, b.wo0, b.wc),
+                                     false, kSplitBytes);
                     transpose_to(g_t[set].region(0, np, cot * kP, rows), blk, np, rows);
                 }
                 for (uint32_t cit = 0; cit < ncit; ++cit)
                     if (cit_used[cit])
                         load_window(kb, q, win[set][cit], x, g, b, grp * Cig + cit * int64_t{kP}, rows_of(Cig, cit * int64_t{kP}));
-                AccessPattern xt;
+                // All the chunk's transposes first, then its matmuls: the TensorE (in order) never
+                // waits for a transpose's copy out of PSUM behind a matmul that needs it.
+                std::vector<uint32_t> pair_of(na);
+                uint32_t pairs = 0;
+                for (size_t a = 0; a < na; ++a) {
+                    const Acc& c = all[a0 + a];
+                    if (a > 0 && all[a0 + a - 1].tap == c.tap && all[a0 + a - 1].cit == c.cit) {
+                        pair_of[a] = pair_of[a - 1];
+                        continue;
+                    }
+                    pair_of[a] = pairs++;
+                    const uint32_t cr = rows_of(Cig, c.cit * int64_t{kP});
+                    transpose_to(x_t[set].region(0, np, pair_of[a] * kP, cr),
+                                 tap_view(win[set][c.cit], g, b, cr, c.tap / g.kw, c.tap % g.kw), np, cr);
+                }
                 for (size_t a = 0; a < na; ++a) {
                     const Acc& c = all[a0 + a];
                     const uint32_t cr = rows_of(Cig, c.cit * int64_t{kP}), rows = rows_of(Cog, c.cot * int64_t{kP});
-                    if (a == 0 || all[a0 + a - 1].tap != c.tap || all[a0 + a - 1].cit != c.cit) {
-                        xt = x_t.next().region(0, np, 0, cr);
-                        transpose_to(xt, tap_view(win[set][c.cit], g, b, cr, c.tap / g.kw, c.tap % g.kw), np, cr);
-                    }
-                    kb.matmul(acc[a].region(0, rows, 0, cr), g_t[set].region(0, np, c.cot * kP, rows), xt, bi > 0);
+                    kb.matmul(acc[a].region(0, rows, 0, cr), g_t[set].region(0, np, c.cot * kP, rows),
+                              x_t[set].region(0, np, pair_of[a] * kP, cr), bi > 0);
                 }
             }
             for (size_t a = 0; a < na; ++a) {
@@ -110,7 +123,7 @@ void grad_weight_gemm(KernelBuilder& kb, const std::string& op, const TensorDesc
     staging.release(kb);
     for (auto it = acc.rbegin(); it != acc.rend(); ++it) kb.release(*it);
     for (auto it = tpsum.rbegin(); it != tpsum.rend(); ++it) kb.release(*it);
-    x_t.release(kb);
+    for (int s = 1; s >= 0; --s) kb.release(x_t[s]);
     for (int s = 1; s >= 0; --s)
         for (auto it = win[s].rbegin(); it != win[s].rend(); ++it) kb.release(*it);
     for (int s = 1; s >= 0; --s) kb.release(g_t[s]);
