@@ -324,6 +324,11 @@ private:
                 check_same_shape("dst", ins_.dst, "src0", ins_.src0);
                 check_same_shape("dst", ins_.dst, "src1", ins_.src1);
                 if (uses_flag(F_S1_AP)) check_same_shape("dst", ins_.dst, "src2", ins_.src2);
+                if (ins_.reduce != ReduceOp::none) {
+                    if (ins_.engine != Engine::Vector) fail("a reduce (select_reduce) runs on the Vector engine only");
+                    if (ins_.acc.partitions != ins_.dst.partitions || ins_.acc.free_elems() != 1)
+                        fail("acc must be [", ins_.dst.partitions, ", 1] (reduce accumulator)");
+                }
                 return;
             case Opcode::iota:
                 if (is_fp8(ins_.dst.dtype)) fail("dst dtype ", dtype_name(ins_.dst.dtype), " not allowed (iota into fp8)");

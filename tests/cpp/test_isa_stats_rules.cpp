@@ -1,5 +1,5 @@
-// The shape rules of bn_stats, bn_aggr, scalar_tensor_tensor, tensor_partition_reduce and
-// tensor_scalar's reduce output (validate), each with one valid instance.
+// The shape rules of bn_stats, bn_aggr, scalar_tensor_tensor, tensor_partition_reduce and the
+// reduce outputs of tensor_scalar and select (validate), each with one valid instance.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -103,6 +103,17 @@ TEST(IsaStatsRules, TensorScalarReduceOutputOnTheVectorEngineOnly) {
     Instruction wide_acc = ins;
     wide_acc.acc = sbuf_ap(0, 128, 16384, DType::f32, {2});
     EXPECT_THAT(error_of(wide_acc), HasSubstr("tensor_scalar: "));
+}
+
+TEST(IsaStatsRules, SelectReduceOutputOnTheVectorEngineOnly) {
+    Instruction ins = vector_op(Opcode::select, 64, 64);
+    ins.src1 = sbuf_ap(0, 128, 4096, DType::f32, {64});
+    ins.reduce = ReduceOp::max;
+    ins.acc = sbuf_ap(0, 128, 16384, DType::f32, {1});
+    EXPECT_EQ(error_of(ins), "");
+    Instruction on_gpsimd = ins;
+    on_gpsimd.engine = Engine::GpSimd;
+    EXPECT_THAT(error_of(on_gpsimd), HasSubstr("Vector engine only"));
 }
 
 }  // namespace

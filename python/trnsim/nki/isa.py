@@ -407,89 +407,6 @@ def reciprocal(*args, dtype=None, mask=None, **kwargs):
     return out
 
 
-def bn_stats(*args, mask=None, dtype=None, **kwargs):
-    """Per partition, (count, mean, variance * count) of the even- and of the odd-indexed elements of
-    data (at most nl.tile_size.bn_stats_fmax per partition): a [P, 6] tile for bn_aggr."""
-    return _per_partition("bn_stats", 6, "data", args, kwargs, mask, dtype)
-
-
-def bn_aggr(*args, mask=None, dtype=None, **kwargs):
-    """Per partition, (mean, variance) from one or more bn_stats results laid side by side."""
-    return _per_partition("bn_aggr", 2, "data", args, kwargs, mask, dtype)
-
-
-@masked
-def scalar_tensor_tensor(*args, reverse0=False, reverse1=False, dtype=None, mask=None, engine=None, **kwargs):
-    """(data op0 operand0) op1 operand1 in one Vector-engine instruction; operand0 a number or a
-    [P, 1] column, operand1 a tile of data's shape."""
-    dst, args = _split_dst(args, kwargs, 5)
-    names = ("data", "op0", "operand0", "op1", "operand1")
-    vals = dict(zip(names, args))
-    vals.update({n: kwargs.pop(n) for n in names if n in kwargs})
-    data, other = lw.as_tile(vals["data"]), lw.as_tile(vals["operand1"])
-    if engine not in (None, "Vector"):
-        raise NkiUnsupportedError(f"scalar_tensor_tensor runs on the Vector engine, not {engine}")
-    out = lw.output(dst, data.shape, dtype or data.dtype)
-    lw.scalar_tensor_tensor(out, data, alu_name(vals["op0"]), vals["operand0"], alu_name(vals["op1"]), other,
-                            bool(reverse0), bool(reverse1))
-    return out
-
-
-@masked
-def tensor_scalar_reduce(*args, reverse0=False, dtype=None, mask=None, **kwargs):
-    """(data op0 operand0) into a tile, and its reduction along the free elements of each partition
-    into reduce_res [P, 1], in one Vector-engine instruction."""
-    dst, args = _split_dst(args, kwargs, 5)
-    names = ("data", "op0", "operand0", "reduce_op", "reduce_res")
-    vals = dict(zip(names, args))
-    vals.update({n: kwargs.pop(n) for n in names if n in kwargs})
-    data = lw.as_tile(vals["data"])
-    out = lw.output(dst, data.shape, dtype or data.dtype)
-    lw.tensor_scalar(out, data, alu_name(vals["op0"]), vals["operand0"], reverse0=bool(reverse0),
-                     reduce=reduce_name(vals["reduce_op"]), acc=lw.as_tile(vals["reduce_res"]))
-    return out
-
-
-@masked
-def tensor_copy_predicated(*args, reverse_pred=False, mask=None, dtype=None, **kwargs):
-    """dst = src where predicate is non-zero (zero with reverse_pred), dst left as it is elsewhere:
-    the Vector engine's select with dst as the other branch. A number as src is first written to a
-    tile (one memset more than the hardware's immediate form)."""
-    dst = kwargs.pop("dst", None)
-    names = ("src", "predicate") if dst is not None else ("dst", "src", "predicate")
-    vals = dict(zip(names, args))
-    vals.update({n: kwargs.pop(n) for n in names if n in kwargs})
-    dst = dst if dst is not None else vals["dst"]
-    pred = lw.as_tile(vals["predicate"])
-    src = vals["src"]
-    if not isinstance(src, NkiTensor) and not hasattr(src, "materialize"):
-        fill = new_tensor(dst.shape, dst.dtype, "sbuf")
-        lw.memset(fill, src)
-        src = fill
-    src = lw.as_tile(src)
-    if reverse_pred:
-        lw.select(dst, pred, dst, src)
-    else:
-        lw.select(dst, pred, src, dst)
-    return dst
-
-
-@masked
-def tensor_partition_reduce(*args, mask=None, dtype=None, **kwargs):
-    """Reduction across the partitions of data [P, F..] into one row [1, F..] on the GpSimd engine
-    (add, max, min; nl.mean as the sum scaled by 1 / P)."""
-    dst, args = _split_dst(args, kwargs, 2)
-    op = args[0] if args else kwargs.pop("op")
-    data = lw.as_tile(args[1] if len(args) > 1 else kwargs.pop("data"))
-    mean = getattr(op, "__name__", op) in ("mean", "average")
-    reduce = "add" if mean else reduce_name(op)
-    out = lw.output(dst, (1,) + tuple(data.free_shape), dtype or data.dtype)
-    lw.emit("tensor_partition_reduce", "GpSimd", out, (data,), ("data",), reduce=lw.REDUCE[reduce])
-    if mean:
-        lw.tensor_scalar(out, out, "mul", 1.0 / data.partitions, engine="GpSimd")
-    return out
-
-
 def _missing(name: str):
     def f(*args, **kwargs):
         raise NkiUnsupportedError(f"nisa.{name} has no trnsim instruction yet")
@@ -498,7 +415,11 @@ def _missing(name: str):
 
 
 for _name in ("tensor_copy_dynamic_src", "tensor_copy_dynamic_dst", "dropout",
-              "range_select", "select_reduce", "sequence_bounds", "local_gather", "nc_stream_shuffle",
+              "range_select", "sequence_bounds", "local_gather", "nc_stream_shuffle",
               "nc_n_gather", "exponential", "rng", "rand2", "set_rng_seed", "rand_set_state", "rand_get_state",
               "dma_compute", "sendrecv", "core_barrier", "quantize_mx", "nc_matmul_mx"):
     globals()[_name] = _missing(_name)
+
+# The statistics and fused instructions live in isa_fused.py; they are part of this namespace.
+from trnsim.nki.isa_fused import (bn_aggr, bn_stats, scalar_tensor_tensor, select_reduce,  # noqa: E402
+                                  tensor_copy_predicated, tensor_partition_reduce, tensor_scalar_reduce)

@@ -252,12 +252,19 @@ def memset(dst, value, engine: str = "Vector") -> None:
     emit("memset", engine, dst, imm0=float(value))
 
 
-def select(dst, mask, on_true, on_false, engine: str = "Vector") -> None:
+def select(dst, mask, on_true, on_false, engine: str = "Vector", reduce: str | None = None,
+           acc: NkiTensor | None = None) -> None:
+    """dst = mask ? on_true : on_false; with `reduce`, acc [P, 1] also receives the reduction of each
+    partition's results (nki.isa.select_reduce, one instruction)."""
+    fields = {}
+    if reduce is not None:
+        fields["reduce"] = REDUCE[reduce]
+        fields["acc"] = _prepare(acc, engine, "reduce_res", read=False, write=True)
     if isinstance(on_false, NkiTensor):
         emit("select", engine, dst, (mask, on_true, on_false), ("mask", "on_true", "on_false"),
-             flags=FLAG["s1_ap"])
+             flags=FLAG["s1_ap"], **fields)
     else:
-        emit("select", engine, dst, (mask, on_true), ("mask", "on_true"), imm0=float(on_false))
+        emit("select", engine, dst, (mask, on_true), ("mask", "on_true"), imm0=float(on_false), **fields)
 
 
 def affine_fields(expr) -> tuple:

@@ -1,4 +1,6 @@
 // select: dst = (src0 != 0) ? src1 : (F_S1_AP ? src2 : imm0). NaN predicates count as true.
+// With reduce != none (nki.isa.select_reduce), acc[P,1] = reduce over each partition's fp32
+// results, before dst's rounding.
 #include "exec_common.h"
 
 namespace trnsim {
@@ -21,6 +23,15 @@ void exec_select(CoreMemory& mem, const Instruction& ins) {
     } else {
         for (size_t e = 0; e < n; ++e)
             if (pred[e] == 0.0f) out[e] = ins.imm0;
+    }
+    if (ins.reduce != ReduceOp::none) {
+        const uint32_t P = ins.dst.partitions;
+        const uint64_t F = ins.dst.free_elems();
+        if (ins.acc.partitions != P || ins.acc.free_elems() != 1)
+            exec::fail(ins, "acc " + format_ap(ins.acc) + " must be [" + std::to_string(P) + ", 1]");
+        float* acc = exec::scratch(exec::kScratchD, P);
+        exec::reduce_runs(ins.reduce, out, F, P, F, acc);
+        mem.store_f32(ins.acc, acc);
     }
     mem.store_f32(ins.dst, out);
 }
