@@ -90,30 +90,30 @@ TEST(IsaStatsRules, TensorPartitionReduceWritesOneRowOnTheGpSimd) {
     EXPECT_THAT(error_of(on_vector), HasSubstr("tensor_partition_reduce: "));
 }
 
+// A reduce output ([P, 1] acc): valid on the Vector engine, refused on `other`, and acc must be [P, 1].
+void expect_reduce_output_rules(Instruction ins, Engine other) {
+    ins.reduce = ReduceOp::max;
+    ins.acc = sbuf_ap(0, 128, 16384, DType::f32, {1});
+    EXPECT_EQ(error_of(ins), "");
+    Instruction elsewhere = ins;
+    elsewhere.engine = other;
+    EXPECT_THAT(error_of(elsewhere), HasSubstr("Vector engine only"));
+    Instruction wide_acc = ins;
+    wide_acc.acc = sbuf_ap(0, 128, 16384, DType::f32, {2});
+    EXPECT_THAT(error_of(wide_acc), HasSubstr(std::string(opcode_name(ins.op)) + ": "));
+}
+
 TEST(IsaStatsRules, TensorScalarReduceOutputOnTheVectorEngineOnly) {
     Instruction ins = vector_op(Opcode::tensor_scalar, 200, 200);
     ins.alu0 = AluOp::mul;
     ins.imm0 = 0.5f;
-    ins.reduce = ReduceOp::max;
-    ins.acc = sbuf_ap(0, 128, 16384, DType::f32, {1});
-    EXPECT_EQ(error_of(ins), "");
-    Instruction on_scalar = ins;
-    on_scalar.engine = Engine::Scalar;
-    EXPECT_THAT(error_of(on_scalar), HasSubstr("Vector engine only"));
-    Instruction wide_acc = ins;
-    wide_acc.acc = sbuf_ap(0, 128, 16384, DType::f32, {2});
-    EXPECT_THAT(error_of(wide_acc), HasSubstr("tensor_scalar: "));
+    expect_reduce_output_rules(ins, Engine::Scalar);
 }
 
 TEST(IsaStatsRules, SelectReduceOutputOnTheVectorEngineOnly) {
     Instruction ins = vector_op(Opcode::select, 64, 64);
     ins.src1 = sbuf_ap(0, 128, 4096, DType::f32, {64});
-    ins.reduce = ReduceOp::max;
-    ins.acc = sbuf_ap(0, 128, 16384, DType::f32, {1});
-    EXPECT_EQ(error_of(ins), "");
-    Instruction on_gpsimd = ins;
-    on_gpsimd.engine = Engine::GpSimd;
-    EXPECT_THAT(error_of(on_gpsimd), HasSubstr("Vector engine only"));
+    expect_reduce_output_rules(ins, Engine::GpSimd);
 }
 
 }  // namespace
