@@ -71,7 +71,7 @@ struct Source {
     std::function<void()> setup, init;
     std::function<void(const Wave&, uint32_t rows, int wave_ring)> start_wave;
     std::function<AluOp(const Wave&, uint32_t k0, uint32_t nk, uint32_t rows, const AccessPattern& bias, int wave_ring,
-                        int ring)> mask;
+                        int load_ring)> mask;
 };
 
 // dst = (src0 * scale) op bias: one VectorE pass over the scores in PSUM.
@@ -236,7 +236,8 @@ void run_waves(KernelBuilder& kb, const Plan& p, const Heads& Q, const Heads& O,
         const AccessPattern s = from_psum ? raw : s_sb[r].region(0, rows, 0, nk);
         if (src.mask) {
             const AccessPattern bias = bias_t[r].region(0, rows, 0, nk);
-            scale_and_mask(kb, s, raw, p.scale, src.mask(w, k0, nk, rows, bias, wr, r), bias);
+            scale_and_mask(kb, s, raw, p.scale, src.mask(w, k0, nk, rows, bias, wr, static_cast<int>(g % kLoadRing)),
+                           bias);
         } else if (!from_psum) {
             kb.activation(s, raw, ActFunc::identity, p.scale);
         }
@@ -428,10 +429,11 @@ void sdpa_decode(KernelBuilder& kb, const TensorDesc& out, const TensorDesc* lse
     const bool dma_t = kb.has_dma_transpose();
     StreamQueues sq(kb.chip());
 
+    std::array<Tile, kLoadRing> mask_t;   // loaded with the pass's K and V
     Source src;
     src.k_transposed = dma_t;
     // One DMA per 128-key tile and head: a tile of a [B, H, S, D] head is one contiguous run.
-    src.load = [&](const Wave& w, uint32_t k0, uint32_t nk, const Tile& kt, const Tile& knat, const Tile& vnat, int,
+    src.load = [&](const Wave& w, uint32_t k0, uint32_t nk, const Tile& kt, const Tile& knat, const Tile& vnat, int ring,
                    int) {
         for (uint32_t c = 0; c * kRows < nk; ++c) {
             const uint32_t wk = std::min(kRows, nk - c * kRows), key = k0 + c * kRows;
@@ -449,8 +451,17 @@ void sdpa_decode(KernelBuilder& kb, const TensorDesc& out, const TensorDesc* lse
                             swap ? kq : vq);
             }
         }
+        // The pass's mask rows travel with its keys (a DMA queued behind later passes' loads would
+        // arrive late).
+        if (mask.t)
+            for (uint32_t hs = 0; hs < w.nh; ++hs)
+                for (int64_t j = 0; j < p.G; ++j) {
+                    const int64_t h = (w.h0 + hs) * p.G + j;
+                    const uint32_t r0 = static_cast<uint32_t>(hs * p.slot_w + j * p.Sq);
+                    kb.dma_copy(mask_t[ring].region(r0, static_cast<uint32_t>(p.Sq), 0, nk),
+                                mask.block(w.b, h, 0, static_cast<uint32_t>(p.Sq), k0, nk), sq());
+                }
     };
-    std::array<Tile, kRing> mask_t;
     if (mask.t) {
         const DType mdt = mask.t->dtype == DType::boolean ? DType::u8 : DType::f32;
         src.setup = [&] {
@@ -459,14 +470,7 @@ void sdpa_decode(KernelBuilder& kb, const TensorDesc& out, const TensorDesc* lse
         src.init = [&] {
             for (auto& t : mask_t) kb.memset(t.ap(), mdt == DType::u8 ? 1.0f : 0.0f, Engine::GpSimd);
         };
-        src.mask = [&](const Wave& w, uint32_t k0, uint32_t nk, uint32_t rows, const AccessPattern& bias, int, int r) {
-            for (uint32_t hs = 0; hs < w.nh; ++hs)
-                for (int64_t j = 0; j < p.G; ++j) {
-                    const int64_t h = (w.h0 + hs) * p.G + j;
-                    const uint32_t r0 = static_cast<uint32_t>(hs * p.slot_w + j * p.Sq);
-                    kb.dma_copy(mask_t[r].region(r0, static_cast<uint32_t>(p.Sq), 0, nk),
-                                mask.block(w.b, h, 0, static_cast<uint32_t>(p.Sq), k0, nk), dq.load());
-                }
+        src.mask = [&](const Wave&, uint32_t, uint32_t nk, uint32_t rows, const AccessPattern& bias, int, int r) {
             const AccessPattern m = mask_t[r].region(0, rows, 0, nk);
             if (mask.t->dtype != DType::boolean) {
                 kb.tensor_copy(bias, m, Engine::GpSimd);
