@@ -106,11 +106,11 @@ AccessPattern hbm_elems(const TensorDesc& t, int64_t elem_offset) {
     return ap;
 }
 
-// The physical cores of the logical core a program may spread over, and the switch between them:
-// one core, until KernelBuilder writes SPMD programs.
-uint32_t spmd_cores(const KernelBuilder&) { return 1; }
-uint32_t current_core(const KernelBuilder&) { return 0; }
-void enter_core(KernelBuilder&, uint32_t) {}
+// The physical cores of the logical core a program spreads over (all of them, unless the caller
+// already split its work over them), and the switch between them.
+uint32_t spmd_cores(const KernelBuilder& kb) { return kb.core() == 0 ? kb.num_cores() : 1; }
+uint32_t current_core(const KernelBuilder& kb) { return kb.core(); }
+void enter_core(KernelBuilder& kb, uint32_t core) { kb.set_core(core); }
 
 // The waves of each physical core (per_core[c] on core c, from the builder's current core on).
 void run_waves(KernelBuilder& kb, const Plan& p, const Heads& Q, const Heads& O, const TensorDesc* lse,
