@@ -1,5 +1,6 @@
 """Reductions and group norm on neuron against the CPU with no CPU fallback: sums and means over
-empty tensors, var_mean / std_mean, group_norm forward and backward, dot / vdot and equal."""
+empty tensors, var_mean / std_mean, vector norms of any order, group_norm forward and backward, dot / vdot
+and equal."""
 
 import pytest
 import torch
@@ -90,3 +91,20 @@ def test_equal():
     assert native(torch.equal, a.to(DEV), b.to(DEV)) is False
     assert native(torch.equal, nan.to(DEV), nan.to(DEV)) is False
     assert native(torch.equal, a.to(DEV), a[:2].to(DEV)) is False
+
+
+def test_group_norm_of_an_empty_batch():
+    x = torch.empty(0, 4, 3)
+    expected = F.group_norm(x, 2)
+    got = native(lambda t: F.group_norm(t, 2), x.to(DEV))
+    assert got.shape == expected.shape
+
+
+@pytest.mark.parametrize("ord_", [2, 1, 0, 3.5, -2.1, float("inf"), float("-inf")])
+def test_vector_norm_of_any_order(ord_):
+    x = rand(4, 6)
+    x[1, 2] = 0.0
+    for kwargs in ({}, {"dim": 1}, {"dim": (0, 1), "keepdim": True}, {"dim": 0, "dtype": torch.float32}):
+        expected = torch.linalg.vector_norm(x, ord_, **kwargs)
+        got = native(lambda t: torch.linalg.vector_norm(t, ord_, **kwargs), x.to(DEV))
+        torch.testing.assert_close(got.cpu(), expected, atol=1e-5, rtol=1e-4)

@@ -22,9 +22,11 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> native_group_norm(
     const at::Tensor* beta = defined_or_null(bias);
     const int64_t n = N.expect_int(), c = C.expect_int(), hw = HxW.expect_int();
     const bool native = float_tensors({&input}) && (!gamma || float_tensors({gamma})) && (!beta || float_tensors({beta})) &&
-                        group > 0 && c % group == 0 && input.numel() == n * c * hw && n * c * hw > 0;
+                        group > 0 && c % group == 0 && input.numel() == n * c * hw && (n == 0 || c * hw > 0);
     if (!native)
         return run_fallback_symint<at::_ops::native_group_norm>(input, weight, bias, N, C, HxW, group, eps);
+    if (n == 0)   // an empty batch: empty results
+        return {at::empty_like(input), at::empty({0, group}, input.options()), at::empty({0, group}, input.options())};
     const at::Tensor x = input.to(at::kFloat).reshape({n, group, -1});
     auto [var, mean] = at::var_mean(x, {2}, /*correction=*/0, /*keepdim=*/true);
     const at::Tensor rstd = var.add(eps).rsqrt();

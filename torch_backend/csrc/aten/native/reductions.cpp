@@ -197,9 +197,28 @@ void launch_total_norm(const at::Tensor& out, c10::ArrayRef<at::Tensor> ts) {
     });
 }
 
+// Any other order, dims or dtype: |x| in fp32 (or the requested dtype), then max (inf), min (-inf), the
+// count of nonzeros (0), the sum (1), the root of the sum of squares (2) or sum(|x|^p)^(1/p).
+at::Tensor general_vector_norm(const at::Tensor& self, double p, at::OptionalIntArrayRef dim, bool keepdim,
+                               c10::ScalarType out_type) {
+    const c10::ScalarType compute = is_kernel_float(out_type) && out_type != c10::kFloat ? c10::kFloat : out_type;
+    const at::Tensor x = self.to(compute).abs();
+    at::Tensor r;
+    if (std::isinf(p)) r = p > 0 ? x.amax(dim.value_or(at::IntArrayRef{}), keepdim) : x.amin(dim.value_or(at::IntArrayRef{}), keepdim);
+    else if (p == 0) r = x.ne(0).to(compute).sum(dim, keepdim);
+    else if (p == 1) r = x.sum(dim, keepdim);
+    else if (p == 2) r = x.mul(x).sum(dim, keepdim).sqrt();
+    else r = x.pow(p).sum(dim, keepdim).pow(1.0 / p);
+    return r.to(out_type);
+}
+
 at::Tensor linalg_vector_norm(const at::Tensor& self, const c10::Scalar& ord, at::OptionalIntArrayRef dim, bool keepdim,
                               std::optional<c10::ScalarType> dtype) {
     const bool whole = !dim.has_value() || dim->empty();
+    const c10::ScalarType out_type = dtype.value_or(self.scalar_type());
+    if (float_tensors({&self}) && !ord.isComplex() && is_kernel_float(out_type) && self.numel() > 0 &&
+        (ord.toDouble() != 2.0 || !whole || keepdim || dtype || !self.is_contiguous()))
+        return general_vector_norm(self, ord.toDouble(), dim, keepdim, out_type);
     if (!float_tensors({&self}) || ord.isComplex() || ord.toDouble() != 2.0 || !whole || keepdim || dtype ||
         !self.is_contiguous() || self.numel() == 0)
         return run_fallback<at::_ops::linalg_vector_norm>(self, ord, dim, keepdim, dtype);
