@@ -160,7 +160,7 @@ void run_waves(KernelBuilder& kb, const Plan& p, const Heads& Q, const Heads& O,
     std::array<Tile, 2> ps_t;   // TensorE transposes: P^T and K^T chunks
     for (int i = 0; i < 2; ++i) ps_t[i] = kb.alloc_psum(kRows, kRows, dt);
     const Tile ps_q = kb.alloc_psum(D, kRows, dt);   // the wave's Q^T
-    std::array<Tile, 2> ps_k;                         // a head's K^T for one pass
+    std::array<Tile, 4> ps_k;                         // a head's K^T for one pass (one per head of a wave)
     if (!src.k_transposed)
         for (auto& t : ps_k) t = kb.alloc_psum(D, kPassKeys, dt);
     int ps_k_next = 0;
@@ -213,7 +213,7 @@ void run_waves(KernelBuilder& kb, const Plan& p, const Heads& Q, const Heads& O,
         if (!src.k_transposed) {
             // A head's K^T for the pass gathers in one PSUM bank and leaves it in one copy.
             for (uint32_t hs = 0; hs < w.nh; ++hs) {
-                const Tile& pk = ps_k[ps_k_next ^= 1];
+                const Tile& pk = ps_k[ps_k_next++ % ps_k.size()];
                 for (uint32_t c = 0; c * kRows < nk; ++c) {
                     const uint32_t wk = std::min(kRows, nk - c * kRows);
                     kb.transpose(pk.region(0, D, c * kRows, wk), knat[lr].region(0, wk, (c * slots + hs) * D, D));
