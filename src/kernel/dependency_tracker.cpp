@@ -161,6 +161,13 @@ void DependencyTracker::add_dependencies(Instruction& ins, Program& prog) {
         auto hazard = [&](const Access& a) {
             if (!overlaps(f, a, args_may_alias_)) return;
             if (!is_write && !a.is_write) return;   // read after read: no hazard
+            // Writes to HBM by different physical cores are not ordered against each other: an SPMD
+            // kernel's cores write disjoint parts of its outputs (HBM records are folded into
+            // bounding boxes, which would otherwise make every store of one core wait for the
+            // other's), and a later reader waits for both. Values never depend on it (they follow
+            // program order); a store that nothing reads before the other core overwrites it
+            // would need a barrier on the hardware that the timing then leaves out.
+            if (is_write && a.is_write && f.space == MemSpace::HBM && queue_core(a.queue) != queue_core(q)) return;
             if (a.queue == q) {
                 if (a.is_write && !is_write && static_cast<int64_t>(a.seq) == prev_seq) depends_on_prev = true;
                 return;  // same queue: in order
@@ -240,11 +247,19 @@ void DependencyTracker::add_access(const Access& n) {
     live.for_each([&](const Access& a) { same_group += in_group(a); });
     if (same_group < kFoldAt) return;
     Access box = n;
-    // The box keeps a periodic pattern that all its records share (one queue's column block of
-    // many row tiles); otherwise it is dense.
+    // The box keeps a periodic pattern that covers all its records: one period, and the span of
+    // their runs within it when that does not wrap (one queue's column block of many row tiles;
+    // the heads one physical core of an SPMD kernel stores into [B, S, H, D] rows); otherwise it
+    // is dense.
     live.for_each([&](const Access& a) {
         if (!in_group(a)) return;
-        if (a.period != box.period || a.phase != box.phase || a.run != box.run) box.period = box.phase = box.run = 0;
+        if (box.period && a.period == box.period) {
+            const uint64_t lo = std::min(box.phase, a.phase), hi = std::max(box.phase + box.run, a.phase + a.run);
+            if (hi - lo < box.period && hi <= box.period) box.phase = lo, box.run = hi - lo;
+            else box.period = box.phase = box.run = 0;
+        } else {
+            box.period = box.phase = box.run = 0;
+        }
         box.p0 = std::min(box.p0, a.p0);
         box.p1 = std::max(box.p1, a.p1);
         box.b0 = std::min(box.b0, a.b0);
