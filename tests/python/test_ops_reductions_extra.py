@@ -1,6 +1,6 @@
 """Reductions and group norm on neuron against the CPU with no CPU fallback: sums and means over
-empty tensors, var_mean / std_mean, vector norms of any order, group_norm forward and backward, dot / vdot
-and equal."""
+empty tensors, var_mean / std_mean, vector norms of any order (norm, dist), group_norm forward and backward,
+dot / vdot, mv / addmv and equal."""
 
 import pytest
 import torch
@@ -108,3 +108,19 @@ def test_vector_norm_of_any_order(ord_):
         expected = torch.linalg.vector_norm(x, ord_, **kwargs)
         got = native(lambda t: torch.linalg.vector_norm(t, ord_, **kwargs), x.to(DEV))
         torch.testing.assert_close(got.cpu(), expected, atol=1e-5, rtol=1e-4)
+
+
+def test_norm_dist_and_pairwise_distance():
+    a, b = rand(5, 7), rand(5, 7, seed=1)
+    for fn in (lambda x, y: torch.norm(x, 3, dim=1), lambda x, y: torch.norm(x), lambda x, y: torch.dist(x, y, 1.5),
+               lambda x, y: F.pairwise_distance(x, y)):
+        got = native(fn, a.to(DEV), b.to(DEV))
+        torch.testing.assert_close(got.cpu(), fn(a, b), atol=1e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize("dtype,tol", [(torch.float32, 1e-5), (torch.bfloat16, 1.6e-2)])
+def test_mv_and_addmv(dtype, tol):
+    m, v, s = rand(6, 9, dtype=dtype), rand(9, dtype=dtype, seed=1), rand(6, dtype=dtype, seed=2)
+    for fn in (torch.mv, lambda x, y: x @ y, lambda x, y: torch.addmv(s.to(x.device), x, y, beta=0.5, alpha=-2)):
+        got = native(fn, m.to(DEV), v.to(DEV))
+        torch.testing.assert_close(got.cpu(), fn(m, v), atol=tol, rtol=tol)

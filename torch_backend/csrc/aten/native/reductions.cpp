@@ -227,6 +227,25 @@ at::Tensor linalg_vector_norm(const at::Tensor& self, const c10::Scalar& ord, at
     return self.scalar_type() == c10::kFloat ? out : out.to(self.scalar_type());
 }
 
+// norm with an order (or 2) over dims: the vector norm above (torch.norm, dist, pairwise distances).
+at::Tensor norm_dim(const at::Tensor& self, const std::optional<c10::Scalar>& p, at::IntArrayRef dim, bool keepdim) {
+    return neuron::linalg_vector_norm(self, p.value_or(2), dim, keepdim, std::nullopt);
+}
+
+at::Tensor& norm_out(const at::Tensor& self, const std::optional<c10::Scalar>& p, at::IntArrayRef dim, bool keepdim,
+                     at::Tensor& out) {
+    if (!float_tensors({&self, &out}) || out.scalar_type() != self.scalar_type())
+        return run_fallback<at::_ops::norm_out>(self, p, dim, keepdim, out);
+    const at::Tensor r = norm_dim(self, p, dim, keepdim);
+    at::native::resize_output(out, r.sizes());
+    out.copy_(r);
+    return out;
+}
+
+at::Tensor norm_scalar(const at::Tensor& self, const c10::Scalar& p) {
+    return neuron::linalg_vector_norm(self, p, std::nullopt, false, std::nullopt);
+}
+
 std::vector<at::Tensor> foreach_norm(at::TensorList tensors, const c10::Scalar& ord, std::optional<c10::ScalarType> dtype) {
     bool ok = !ord.isComplex() && ord.toDouble() == 2.0 && !dtype;
     for (const at::Tensor& t : tensors) ok = ok && float_tensors({&t}) && t.is_contiguous() && t.numel() > 0;
@@ -262,6 +281,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     m.impl("var_mean.correction", var_std_mean<false, at::_ops::var_correction, at::_ops::var_mean_correction>);
     m.impl("std_mean.correction", var_std_mean<true, at::_ops::std_correction, at::_ops::std_mean_correction>);
     m.impl("linalg_vector_norm", linalg_vector_norm);
+    m.impl("norm.ScalarOpt_dim", norm_dim);
+    m.impl("norm.out", norm_out);
+    m.impl("norm.Scalar", norm_scalar);
     m.impl("_foreach_norm.Scalar", foreach_norm);
 }
 
