@@ -78,6 +78,7 @@ py::dict isa_names() {
     flags["acc_out"] = F_ACC_OUT;
     d["flags"] = flags;
     d["num_engine_queues"] = kNumEngineQueues;
+    d["queues_per_core"] = kQueuesPerCore;
     return d;
 }
 
@@ -285,6 +286,10 @@ void register_kernel_bindings(py::module_& m) {
         .def("tag", &KernelBuilder::tag, py::arg("name"), "Labels the instructions emitted next; returns the tag id.")
         .def("set_tag", &KernelBuilder::set_tag, py::arg("tag"), "Labels the instructions emitted next with a tag id.")
         .def("barrier", &KernelBuilder::barrier)
+        .def("set_core", &KernelBuilder::set_core, py::arg("core"),
+             "Emits what follows on physical core 'core' of the logical core (SPMD, LNC > 1).")
+        .def_property_readonly("core", &KernelBuilder::core)
+        .def_property_readonly("num_cores", &KernelBuilder::num_cores)
         .def("set_args_may_alias", &KernelBuilder::set_args_may_alias)
         .def("finish", &KernelBuilder::finish)
         .def("__len__", &KernelBuilder::size);

@@ -122,16 +122,26 @@ def program_ndim() -> int:
     return len(current().grid)
 
 
+class _CoreDim(int):
+    """A launch-grid size whose instances are spread over `cores` physical NeuronCores."""
+
+    def __new__(cls, size: int, cores: int):
+        dim = super().__new__(cls, size)
+        dim.nki_cores = int(cores)
+        return dim
+
+
 def nc(n: int) -> int:
-    """nl.nc(n): a grid dimension spread over n NeuronCores (traced here as n instances)."""
-    return int(n)
+    """nl.nc(n): a grid dimension spread over the n physical NeuronCores of the logical core."""
+    return _CoreDim(n, n)
 
 
 def spmd_dim(*dims) -> int:
-    n = 1
+    n, cores = 1, 0
     for d in dims:
         n *= int(d)
-    return n
+        cores = getattr(d, "nki_cores", 0) or cores   # (this module's max is nl.max)
+    return _CoreDim(n, cores) if cores else n
 
 
 def device_print(*args, **kwargs) -> None:

@@ -13,12 +13,19 @@ from trnsim import _core
 _ISA = _core.isa_names()
 _OPCODES = _ISA["opcode"]
 _NUM_ENGINE_QUEUES = _ISA["num_engine_queues"]
+_QUEUES_PER_CORE = _ISA["queues_per_core"]   # queue q runs on physical core q // _QUEUES_PER_CORE
 # Queue -> engine, with the names Neuron Explorer gives the engines.
 ENGINE_LABELS = {0: "tensor (PE)", 1: "vector (DVE)", 2: "scalar (ACT)", 3: "gpsimd (POOL)", 4: "sync (SP)"}
 
 
 def engine_label(queue: int) -> str:
-    return ENGINE_LABELS.get(queue, "dma")
+    """The engine of a queue; the second physical core of a logical core adds " core1"."""
+    core, local = divmod(int(queue), _QUEUES_PER_CORE)
+    return ENGINE_LABELS.get(local, "dma") + (f" core{core}" if core else "")
+
+
+def is_dma_queue(queue) -> bool:
+    return queue % _QUEUES_PER_CORE >= _NUM_ENGINE_QUEUES
 
 
 class KernelRun:
@@ -60,8 +67,9 @@ class KernelRun:
         return int(self.stats["hbm_bytes"])
 
     def mfu(self) -> float:
-        """Matmul FLOP/s over the bf16 peak of one NeuronCore of the chip."""
-        peak = _core.chip_info(self.chip)["peak_flops_bf16_per_core"]
+        """Matmul FLOP/s over the bf16 peak of the device: the logical core (lnc physical cores)."""
+        info = _core.chip_info(self.chip)
+        peak = info["peak_flops_bf16_per_core"] * info["lnc"]
         return self.matmul_flops / (self.time_ns * 1e-9) / peak if self.time_ns else 0.0
 
     # ---- per engine
@@ -89,7 +97,7 @@ class KernelRun:
 
     def dma_bytes(self) -> int:
         self._need_records()
-        dma = self.records["queue"] >= _NUM_ENGINE_QUEUES
+        dma = is_dma_queue(self.records["queue"])
         return int(self.records["bytes"][dma].sum())
 
     def by_source_line(self) -> list[tuple[str, int, float]]:
@@ -139,7 +147,9 @@ class KernelRun:
         r, names = self.records, self.program.tag_names
         events = []
         for q in np.unique(r["queue"]):
-            label = engine_label(int(q)) if q < _NUM_ENGINE_QUEUES else f"dma q{int(q) - _NUM_ENGINE_QUEUES}"
+            core, local = divmod(int(q), _QUEUES_PER_CORE)
+            label = engine_label(int(q)) if local < _NUM_ENGINE_QUEUES else \
+                f"dma q{local - _NUM_ENGINE_QUEUES}" + (f" core{core}" if core else "")
             events.append({"ph": "M", "name": "thread_name", "pid": 0, "tid": int(q), "args": {"name": label}})
         for i in range(len(r["op"])):
             events.append({"ph": "X", "pid": 0, "tid": int(r["queue"][i]), "name": _OPCODES[int(r["op"][i])],

@@ -46,7 +46,7 @@ def render_html(run: "KernelRun", top: int = 25) -> str:
                ["instructions", f"{run.instructions}"], ["HBM traffic", si(run.hbm_bytes, "B")],
                ["DMA bytes", si(run.dma_bytes(), "B")], ["matmul FLOP/s", si(run.matmul_flops / max(run.time_ns, 1e-9)
                                                                              * 1e9, "FLOP/s")],
-               ["MFU (bf16 peak of one core)", f"{100 * run.mfu():.1f}%"]]
+               ["MFU (bf16 peak of the logical core)", f"{100 * run.mfu():.1f}%"]]
     util = run.engine_utilisation()
     counts = run.instruction_counts()
     engines = [[html.escape(e), f"{t / 1000:.3f}", f"{100 * util.get(e, 0):.1f}%",

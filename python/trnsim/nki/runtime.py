@@ -48,7 +48,25 @@ class Kernel:
 
     def __getitem__(self, grid) -> "Kernel":
         grid = grid if isinstance(grid, tuple) else (grid,)
-        return Kernel(self.fn, tuple(int(g) for g in grid), **self.options)
+        k = Kernel(self.fn, tuple(int(g) for g in grid), **self.options)
+        # Grid dims spread over physical cores (nl.nc, nl.spmd_dim(nl.nc(2), ...)): cores per dim.
+        k.grid_cores = tuple(getattr(g, "nki_cores", 0) for g in grid)
+        return k
+
+    def _core_of(self, pid: tuple, lnc: int) -> int:
+        """The physical core that runs grid instance `pid`: a dim made with nl.nc(n) deals its
+        instances out to n cores in contiguous runs; a one-dim grid of exactly lnc instances is a
+        launch on the logical core's cores (`kernel[2](...)` at LNC=2); anything else runs on core 0."""
+        cores = getattr(self, "grid_cores", ())
+        for axis, n in enumerate(cores):
+            if n:
+                if n > lnc:
+                    raise NkiError(f"{self.__name__}: grid dimension {axis} spreads over nl.nc({n}) cores but "
+                                   f"the chip's logical core has {lnc} (trn1, or TRNSIM_LNC=1)")
+                return pid[axis] // max(1, self.grid[axis] // n)
+        if lnc > 1 and len(self.grid) == 1 and self.grid[0] == lnc:
+            return pid[0]
+        return 0
 
     def __call__(self, *args, **kwargs):
         if tracer._current:                      # a kernel called from a kernel being traced: inline it
@@ -81,15 +99,18 @@ class Kernel:
         tracer._current.append(tr)
         returned = None
         try:
+            lnc = tr.builder.num_cores
             for pid in np.ndindex(*grid):
                 tr.program_id = tuple(int(i) for i in pid)
                 tr.instance_cursor = 0
+                tr.builder.set_core(self._core_of(tr.program_id, lnc))
                 result = self.fn(*call_args, **kwargs)
                 if not any(tr.program_id):
                     returned = result
         finally:
             tracer._current.pop()
             tr.active = False
+            tr.builder.set_core(0)
         return Traced(tr.builder.finish(), tr.hbm_tensors, returned, inputs)
 
 
