@@ -464,10 +464,11 @@ void sdpa_decode(KernelBuilder& kb, const TensorDesc& out, const TensorDesc* lse
     };
     if (mask.t) {
         const DType mdt = mask.t->dtype == DType::boolean ? DType::u8 : DType::f32;
-        src.setup = [&] {
+        // The hooks run after this block: they keep their own copy of the mask's dtype.
+        src.setup = [&, mdt] {
             for (auto& t : mask_t) t = kb.alloc_sbuf(kRows, {kPassKeys}, mdt);
         };
-        src.init = [&] {
+        src.init = [&, mdt] {
             for (auto& t : mask_t) kb.memset(t.ap(), mdt == DType::u8 ? 1.0f : 0.0f, Engine::GpSimd);
         };
         src.mask = [&](const Wave&, uint32_t, uint32_t nk, uint32_t rows, const AccessPattern& bias, int, int r) {
