@@ -227,8 +227,11 @@ void DependencyTracker::record_access(const Instruction& ins, uint32_t queue, ui
 void DependencyTracker::add_access(const Access& n) {
     constexpr size_t kFoldAt = 64;
     LiveAccesses& live = accesses_[static_cast<size_t>(n.space)];
+    // Records fold with those of their queue, kind, argument and period (a queue storing two
+    // tensors of different layouts keeps a box per layout).
     auto in_group = [&](const Access& a) {
-        return a.is_write == n.is_write && a.queue == n.queue && a.space == n.space && a.arg == n.arg;
+        return a.is_write == n.is_write && a.queue == n.queue && a.space == n.space && a.arg == n.arg &&
+               a.period == n.period;
     };
     // An identical record starts at the same byte, so it is among the records near n.b0.
     bool updated = false;
